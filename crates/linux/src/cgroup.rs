@@ -1,0 +1,1 @@
+//! One cgroup per run (v1 or v2).

@@ -1,0 +1,5 @@
+//! The Linux sandbox.
+
+pub mod cgroup;
+pub mod seccomp;
+mod sys;

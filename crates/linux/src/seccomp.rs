@@ -1,0 +1,1 @@
+//! The seccomp filter, compiled from policy/seccomp.json.

@@ -1,0 +1,3 @@
+//! Every unsafe block of this crate lives under this module.
+
+pub mod seccomp;
