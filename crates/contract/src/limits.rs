@@ -31,6 +31,7 @@ pub struct Limits {
 
 /// The limits actually in effect for a run: every field is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ResolvedLimits {
     pub wall_time_ms: u64,
     pub cpu_time_ms: u64,

@@ -1,0 +1,35 @@
+use runbox_contract::{Limits, ResolvedLimits, ValidationError};
+use runbox_runtimes::Runtime;
+
+/// Fills omitted limits from the runtime's defaults and refuses any above its maximum.
+/// A limit is never lowered silently: the caller learns the maximum and asks again.
+pub fn resolve_limits(requested: &Limits, runtime: &Runtime) -> Result<ResolvedLimits, ValidationError> {
+    let mut resolved = runtime.default_limits;
+    let max = runtime.max_limits.fields();
+    for (i, (name, value)) in requested.fields().into_iter().enumerate() {
+        let Some(value) = value else { continue };
+        let field = format!("limits.{name}");
+        if value == 0 {
+            return Err(ValidationError::new(field, "must be above 0"));
+        }
+        let (_, maximum) = max[i];
+        if value > maximum {
+            return Err(ValidationError::new(field, format!("{value} is above the maximum of runtime {:?}; ask for at most {maximum}", runtime.id)));
+        }
+        *field_mut(&mut resolved, name) = value;
+    }
+    Ok(resolved)
+}
+
+fn field_mut<'a>(limits: &'a mut ResolvedLimits, name: &str) -> &'a mut u64 {
+    match name {
+        "wall_time_ms" => &mut limits.wall_time_ms,
+        "cpu_time_ms" => &mut limits.cpu_time_ms,
+        "memory_bytes" => &mut limits.memory_bytes,
+        "processes" => &mut limits.processes,
+        "disk_bytes" => &mut limits.disk_bytes,
+        "output_bytes" => &mut limits.output_bytes,
+        "open_files" => &mut limits.open_files,
+        other => unreachable!("unknown limit field {other}"),
+    }
+}
