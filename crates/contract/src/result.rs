@@ -90,6 +90,9 @@ pub struct RunResult {
     pub cleanup: CleanupReport,
     /// Set when the verdict is `sandbox_error`.
     pub error: Option<ErrorInfo>,
+    /// Which step the verdict, exit and output describe: `run`, or `build` when the runtime's
+    /// build step (e.g. the C compiler) failed and the program never ran.
+    pub step: String,
 }
 
 /// Captured bytes of one output stream. When the stream passed the cap, its head and tail are

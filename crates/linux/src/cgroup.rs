@@ -1,1 +1,0 @@
-//! One cgroup per run (v1 or v2).
