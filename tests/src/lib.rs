@@ -1,1 +1,151 @@
+//! Harness for the end-to-end tests: runs the real `runbox` binary (built by `cargo test`
+//! as a workspace member) with a private state dir, and parses its JSON result.
+//!
+//! The tests go through the binary, not the library, because the sandbox must be started
+//! from a single-threaded process and the test harness runs tests on threads.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub use runbox_contract::{LimitKind, RunResult, Verdict};
+use serde_json::{Value, json};
+
+/// The runbox binary: `RUNBOX_BIN`, else `runbox` next to the test executable's directory.
+pub fn runbox_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("RUNBOX_BIN") {
+        return bin.into();
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let bin = profile_dir.join("runbox");
+    assert!(bin.exists(), "{} not built; run `cargo test --workspace`", bin.display());
+    bin
+}
+
+/// One runbox with its own state dir, so tests can check that nothing is left behind.
+pub struct Runbox {
+    state: tempfile::TempDir,
+}
+
+/// What `runbox run --json` printed and how it exited.
+#[derive(Debug)]
+pub struct Ran {
+    pub exit_code: i32,
+    pub json: Value,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// The RunResult; panics with the raw output when the run was rejected.
+    pub fn result(&self) -> RunResult {
+        serde_json::from_value(self.json.clone()).unwrap_or_else(|e| panic!("not a RunResult ({e}): {}\nstderr: {}", self.json, self.stderr))
+    }
+
+    /// The rejection's (field, message); panics when the request ran.
+    pub fn rejection(&self) -> (String, String) {
+        assert_eq!(self.exit_code, 2, "expected a rejection, got {}", self.json);
+        let error = &self.json["error"];
+        (error["field"].as_str().unwrap_or("").to_string(), error["message"].as_str().unwrap_or("").to_string())
+    }
+}
+
+impl Default for Runbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Runbox {
+    pub fn new() -> Runbox {
+        Runbox { state: tempfile::Builder::new().prefix("runbox-test-").tempdir().expect("state dir") }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(runbox_bin());
+        cmd.arg("--state-dir").arg(self.state.path());
+        cmd
+    }
+
+    /// `runbox run --json --request -` with `request` on stdin.
+    pub fn run(&self, request: &Value) -> Ran {
+        self.run_raw(&serde_json::to_vec(request).expect("json"))
+    }
+
+    /// Same, with raw bytes as the request body (for malformed-input tests).
+    pub fn run_raw(&self, body: &[u8]) -> Ran {
+        let mut child = self
+            .command()
+            .args(["run", "--json", "--request", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn runbox");
+        child.stdin.take().expect("stdin").write_all(body).expect("write request");
+        parse(child.wait_with_output().expect("wait runbox"))
+    }
+
+    /// `runbox <args>`, raw.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().expect("run runbox")
+    }
+
+    /// Entries left under `<state>/runs` (there should be none after a run).
+    pub fn leftover_runs(&self) -> Vec<String> {
+        match std::fs::read_dir(self.state.path().join("runs")) {
+            Ok(dir) => dir.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+fn parse(output: Output) -> Ran {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr)));
+    Ran { exit_code: output.status.code().unwrap_or(-1), json, stderr: String::from_utf8_lossy(&output.stderr).into_owned() }
+}
+
+/// A request running `code` with `runtime` as its default entrypoint.
+pub fn request(runtime: &str, entrypoint: &str, code: &str) -> Value {
+    json!({"runtime": runtime, "files": [{"path": entrypoint, "content": code}]})
+}
+
+pub fn sh(code: &str) -> Value {
+    request("sh", "main.sh", code)
+}
+
+pub fn python(code: &str) -> Value {
+    request("python", "main.py", code)
+}
+
+/// Sets `limits.<name>` on a request.
+pub fn with_limit(mut request: Value, name: &str, value: u64) -> Value {
+    request["limits"][name] = json!(value);
+    request
+}
+
+pub fn stdout_text(result: &RunResult) -> &str {
+    result.stdout.text.as_deref().unwrap_or("")
+}
+
+pub fn stderr_text(result: &RunResult) -> &str {
+    result.stderr.text.as_deref().unwrap_or("")
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Asserts a verdict and shows the whole result when it differs.
+#[track_caller]
+pub fn assert_verdict(ran: &Ran, verdict: Verdict) -> RunResult {
+    let result = ran.result();
+    assert_eq!(result.verdict, verdict, "result: {}\nstderr: {}", serde_json::to_string_pretty(&ran.json).unwrap_or_default(), ran.stderr);
+    result
+}

@@ -18,7 +18,11 @@ fn name(tag: &str) -> String {
 }
 
 fn limits(memory_bytes: u64, processes: u64, cpu_cores: Option<f64>) -> CgroupLimits {
-    CgroupLimits { memory_bytes, processes, cpu_cores }
+    CgroupLimits {
+        memory_bytes,
+        processes,
+        cpu_cores,
+    }
 }
 
 /// A shell held at `read` until released, so it can be attached before it does anything.
@@ -43,7 +47,10 @@ fn wait_for(child: &mut Child, limit: Duration) -> ExitStatus {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(start.elapsed() < limit, "child still running after {limit:?}");
+        assert!(
+            start.elapsed() < limit,
+            "child still running after {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -63,7 +70,12 @@ fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 fn is_dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
     }
 }
 
@@ -76,7 +88,10 @@ struct Fixture {
 impl Fixture {
     fn new(tag: &str, limits: &CgroupLimits) -> Fixture {
         let cg = RunCgroup::create(&name(tag), limits).expect("create run group");
-        Fixture { cg: Some(cg), children: Vec::new() }
+        Fixture {
+            cg: Some(cg),
+            children: Vec::new(),
+        }
     }
 
     fn cg(&self) -> &RunCgroup {
@@ -86,7 +101,9 @@ impl Fixture {
     /// Spawns a held shell, attaches it, and releases it.
     fn start(&mut self, script: &str) -> usize {
         let mut child = held(script);
-        self.cg().add_process(child.id() as i32).expect("add_process");
+        self.cg()
+            .add_process(child.id() as i32)
+            .expect("add_process");
         release(&mut child);
         self.children.push(child);
         self.children.len() - 1
@@ -97,16 +114,17 @@ impl Fixture {
         let cg = self.cg.take().unwrap();
         let name = cg.name().to_string();
         cg.remove().expect("remove");
-        assert!(!list_run_groups().unwrap().contains(&name), "{name} left behind");
+        assert!(
+            !list_run_groups().unwrap().contains(&name),
+            "{name} left behind"
+        );
     }
 }
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        if let Some(cg) = self.cg.take() {
-            if let Err(e) = cg.remove() {
-                eprintln!("cleanup: {e}");
-            }
+        if let Some(Err(e)) = self.cg.take().map(RunCgroup::remove) {
+            eprintln!("cleanup: {e}");
         }
         for child in &mut self.children {
             let _ = child.kill();
@@ -132,27 +150,53 @@ fn process_is_attached_in_every_hierarchy_and_dirs_go_away() {
             for ctrl in ["memory", "pids", "cpu", "cpuacct"] {
                 let line = membership
                     .lines()
-                    .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == ctrl)))
+                    .find(|l| {
+                        l.split(':')
+                            .nth(1)
+                            .is_some_and(|c| c.split(',').any(|c| c == ctrl))
+                    })
                     .unwrap_or_else(|| panic!("no {ctrl} line in {membership}"));
                 assert!(line.ends_with(&expected_path), "{ctrl}: {line}");
             }
             assert_eq!(
                 fx.cg().layers(),
-                ["cgroup_v1:memory", "cgroup_v1:pids", "cgroup_v1:cpu", "cgroup_v1:cpuacct"]
+                [
+                    "cgroup_v1:memory",
+                    "cgroup_v1:pids",
+                    "cgroup_v1:cpu",
+                    "cgroup_v1:cpuacct"
+                ]
             );
         }
         CgroupVersion::V2 => {
-            assert!(membership.contains(&format!("0::{expected_path}")), "{membership}");
+            assert!(
+                membership.contains(&format!("0::{expected_path}")),
+                "{membership}"
+            );
         }
     }
     assert!(list_run_groups().unwrap().contains(&name));
 
     fx.cg.take().unwrap().remove().unwrap();
-    assert_eq!(child.wait().unwrap().signal(), Some(9), "remove kills what is left");
+    assert_eq!(
+        child.wait().unwrap().signal(),
+        Some(9),
+        "remove kills what is left"
+    );
     assert!(!list_run_groups().unwrap().contains(&name));
-    if let CgroupLayout::V1 { memory, pids, cpuacct, cpu } = layout {
+    if let CgroupLayout::V1 {
+        memory,
+        pids,
+        cpuacct,
+        cpu,
+    } = layout
+    {
         for mount in [memory, pids, cpuacct, cpu.unwrap()] {
-            assert!(!mount.join("runbox").join(&name).exists(), "{}", mount.display());
+            assert!(
+                !mount.join("runbox").join(&name).exists(),
+                "{}",
+                mount.display()
+            );
         }
     }
 }
@@ -167,7 +211,9 @@ fn memory_limit_ends_in_a_counted_oom_kill() {
     let stats = fx.cg().stats().unwrap();
     eprintln!("after OOM: {stats:?}");
     assert!(stats.oom_kills >= 1, "{stats:?}");
-    let peak = stats.peak_memory_bytes.expect("v1 and recent v2 track the peak");
+    let peak = stats
+        .peak_memory_bytes
+        .expect("v1 and recent v2 track the peak");
     assert!((16 * MIB..=33 * MIB).contains(&peak), "peak {peak}");
     fx.finish();
 }
@@ -176,7 +222,9 @@ fn memory_limit_ends_in_a_counted_oom_kill() {
 fn process_limit_hits_are_counted() {
     let mut fx = Fixture::new("pids", &limits(64 * MIB, 5, None));
     fx.start("i=0; while [ $i -lt 20 ]; do sleep 100 & i=$((i+1)); done; wait");
-    let hit = poll_until(Duration::from_secs(10), || fx.cg().stats().unwrap().pids_max_hits >= 1);
+    let hit = poll_until(Duration::from_secs(10), || {
+        fx.cg().stats().unwrap().pids_max_hits >= 1
+    });
     assert!(hit, "{:?}", fx.cg().stats());
     assert!(fx.cg().processes().unwrap().len() <= 5);
     assert_eq!(fx.cg().stats().unwrap().oom_kills, 0);
@@ -194,7 +242,10 @@ fn cpu_usage_grows_while_busy() {
     assert!(grew, "cpu usage {} ns", fx.cg().cpu_usage_ns().unwrap());
     let stats = fx.cg().stats().unwrap();
     let now = fx.cg().cpu_usage_ns().unwrap();
-    assert!(stats.cpu_time_ns <= now && stats.cpu_time_ns >= 50_000_000, "{stats:?} vs {now}");
+    assert!(
+        stats.cpu_time_ns <= now && stats.cpu_time_ns >= 50_000_000,
+        "{stats:?} vs {now}"
+    );
     fx.finish();
 }
 
@@ -207,7 +258,10 @@ fn cpu_quota_throttles_a_busy_loop() {
     let used_ns = fx.cg().cpu_usage_ns().unwrap();
     let wall_ns = start.elapsed().as_nanos() as u64;
     // 0.1 cores: about 10% of the wall time, with room for one period of slack.
-    assert!(used_ns <= wall_ns / 10 + 100_000_000, "used {used_ns} ns of {wall_ns} ns");
+    assert!(
+        used_ns <= wall_ns / 10 + 100_000_000,
+        "used {used_ns} ns of {wall_ns} ns"
+    );
     assert!(used_ns > 0);
     fx.finish();
 }
@@ -217,7 +271,9 @@ fn kill_all_kills_a_tree_with_a_double_forked_orphan() {
     let mut fx = Fixture::new("tree", &limits(64 * MIB, 16, None));
     fx.start("(sleep 100 &) ; sleep 100");
     // The shell, its sleep, and the orphaned sleep whose parent subshell exited.
-    let three = poll_until(Duration::from_secs(10), || fx.cg().processes().unwrap().len() == 3);
+    let three = poll_until(Duration::from_secs(10), || {
+        fx.cg().processes().unwrap().len() == 3
+    });
     let pids = fx.cg().processes().unwrap();
     assert!(three, "{pids:?}");
     fx.cg().kill_all().unwrap();
@@ -271,17 +327,32 @@ fn existing_name_is_refused_and_left_alone() {
     let fx = Fixture::new("dup", &limits(64 * MIB, 8, None));
     let err = RunCgroup::create(fx.cg().name(), &limits(64 * MIB, 8, None)).unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
-    assert!(list_run_groups().unwrap().contains(&fx.cg().name().to_string()));
+    assert!(
+        list_run_groups()
+            .unwrap()
+            .contains(&fx.cg().name().to_string())
+    );
     fx.finish();
 }
 
 #[test]
 fn quota_without_cpu_hierarchy_fails_and_leaves_nothing() {
-    let CgroupLayout::V1 { memory, pids, cpuacct, .. } = CgroupLayout::detect().unwrap() else {
+    let CgroupLayout::V1 {
+        memory,
+        pids,
+        cpuacct,
+        ..
+    } = CgroupLayout::detect().unwrap()
+    else {
         eprintln!("not v1: nothing to check");
         return;
     };
-    let layout = CgroupLayout::V1 { memory, pids, cpuacct, cpu: None };
+    let layout = CgroupLayout::V1 {
+        memory,
+        pids,
+        cpuacct,
+        cpu: None,
+    };
     let name = name("nocpu");
     let err = RunCgroup::create_in(&layout, &name, &limits(64 * MIB, 8, Some(1.0))).unwrap_err();
     assert!(err.to_string().contains("controller cpu"), "{err}");

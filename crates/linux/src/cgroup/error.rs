@@ -36,6 +36,14 @@ pub enum CgroupError {
         what: &'static str,
         fix: &'static str,
     },
+    /// cgroup v2's "no internal processes" rule: a cgroup namespace root that still
+    /// holds processes cannot hand controllers to child groups.
+    #[error(
+        "cannot enable controllers below {path}: it holds processes; move them into a leaf \
+         group first (mkdir {path}/init, then write each pid to {path}/init/cgroup.procs)",
+        path = .path.display()
+    )]
+    InternalProcesses { path: PathBuf },
     #[error("no cgroup v1 mount and no cgroup2 mount at {path}: {fix}")]
     NoCgroupFs { path: PathBuf, fix: &'static str },
     #[error("invalid run group name {name:?}: {reason}")]

@@ -66,6 +66,23 @@ pub(super) fn keyed_u64(path: &Path, text: &str, key: &str) -> Result<u64, Cgrou
     parse_u64(path, value.trim())
 }
 
+/// Checks at creation that a counter we will report exists, so that a kernel without
+/// it fails the run up front instead of reporting a made-up zero at the end.
+pub(super) fn require_counter(
+    path: &Path,
+    key: &str,
+    what: &'static str,
+    fix: &'static str,
+) -> Result<(), CgroupError> {
+    let missing = || CgroupError::MissingFeature {
+        path: path.to_path_buf(),
+        what,
+        fix,
+    };
+    let text = fs::read_to_string(path).map_err(|_| missing())?;
+    keyed_u64(path, &text, key).map(drop).map_err(|_| missing())
+}
+
 /// Reads a keyed counter from a file that is kept open, with one pread(2) at offset 0.
 ///
 /// cgroup files are seq_files: a read at offset 0 regenerates the content
@@ -108,7 +125,9 @@ pub(super) fn make_dir(path: &Path, exist_ok: bool) -> Result<bool, CgroupError>
 pub(super) fn procs(dir: &Path) -> Result<Vec<i32>, CgroupError> {
     let path = dir.join("cgroup.procs");
     let text = read_control(&path)?;
-    text.lines().map(|l| parse_u64(&path, l).map(|p| p as i32)).collect()
+    text.lines()
+        .map(|l| parse_u64(&path, l).map(|p| p as i32))
+        .collect()
 }
 
 /// Sends SIGKILL to every process of the group, again and again, until it is empty.
@@ -203,4 +222,3 @@ pub(super) fn child_groups(dir: &Path) -> Result<Vec<String>, CgroupError> {
     names.sort();
     Ok(names)
 }
-

@@ -61,16 +61,44 @@ struct Need {
 }
 
 const V1_NEEDS: [Need; 4] = [
-    Need { name: "memory", required: true, purpose: "memory limit, peak memory, OOM-kill count" },
-    Need { name: "pids", required: true, purpose: "process limit and its hit count" },
-    Need { name: "cpuacct", required: true, purpose: "CPU time of the run" },
-    Need { name: "cpu", required: false, purpose: "CPU quota, only when cpu_cores is set" },
+    Need {
+        name: "memory",
+        required: true,
+        purpose: "memory limit, peak memory, OOM-kill count",
+    },
+    Need {
+        name: "pids",
+        required: true,
+        purpose: "process limit and its hit count",
+    },
+    Need {
+        name: "cpuacct",
+        required: true,
+        purpose: "CPU time of the run",
+    },
+    Need {
+        name: "cpu",
+        required: false,
+        purpose: "CPU quota, only when cpu_cores is set",
+    },
 ];
 
 const V2_NEEDS: [Need; 3] = [
-    Need { name: "memory", required: true, purpose: "memory limit, peak memory, OOM-kill count" },
-    Need { name: "pids", required: true, purpose: "process limit and its hit count" },
-    Need { name: "cpu", required: false, purpose: "CPU quota, only when cpu_cores is set" },
+    Need {
+        name: "memory",
+        required: true,
+        purpose: "memory limit, peak memory, OOM-kill count",
+    },
+    Need {
+        name: "pids",
+        required: true,
+        purpose: "process limit and its hit count",
+    },
+    Need {
+        name: "cpu",
+        required: false,
+        purpose: "CPU quota, only when cpu_cores is set",
+    },
 ];
 
 fn v1_fix(controller: &str) -> String {

@@ -107,7 +107,10 @@ fn validate(name: &str, limits: &CgroupLimits) -> Result<(), CgroupError> {
             return bad_limit("cpu_cores", "must be a finite number up to 4096");
         }
         if cfs_quota_us(cores) < MIN_CFS_QUOTA_US {
-            return bad_limit("cpu_cores", "must be at least 0.01 (a 1 ms quota per 100 ms)");
+            return bad_limit(
+                "cpu_cores",
+                "must be at least 0.01 (a 1 ms quota per 100 ms)",
+            );
         }
     }
     Ok(())

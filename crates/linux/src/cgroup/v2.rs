@@ -7,8 +7,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::files::{
-    keyed_u64, kill_until_empty, make_dir, read_control, read_u64, remove_dir, wait_until_empty,
-    write_control,
+    keyed_u64, kill_until_empty, make_dir, read_control, read_u64, remove_dir, require_counter,
+    wait_until_empty, write_control,
 };
 use super::{
     CFS_PERIOD_US, CgroupError, CgroupLimits, CgroupStats, CgroupVersion, PARENT_GROUP,
@@ -36,7 +36,14 @@ fn enable_subtree(dir: &Path, controllers: &[&str]) -> Result<(), CgroupError> {
     if missing.is_empty() {
         return Ok(());
     }
-    write_control(&file, &missing.join(" "))
+    write_control(&file, &missing.join(" ")).map_err(|e| match e {
+        CgroupError::Io { source, .. } if source.raw_os_error() == Some(libc::EBUSY) => {
+            CgroupError::InternalProcesses {
+                path: dir.to_path_buf(),
+            }
+        }
+        other => other,
+    })
 }
 
 impl V2Group {
@@ -74,12 +81,12 @@ impl V2Group {
             dir: parent.join(name),
         };
         make_dir(&group.dir, false)?;
-        group.apply(limits, notes).map_err(|primary| {
-            match remove_dir(&group.dir) {
+        group
+            .apply(limits, notes)
+            .map_err(|primary| match remove_dir(&group.dir) {
                 Ok(()) => primary,
                 Err(cleanup) => CgroupError::Several(vec![primary, cleanup]),
-            }
-        })?;
+            })?;
         Ok(group)
     }
 
@@ -97,13 +104,15 @@ impl V2Group {
         // memory.oom.group stays 0: like v1, the kernel kills the biggest process
         // and the run's own code sees it; the runner kills the rest at the end.
         let events = dir.join("memory.events");
-        // Fail closed without an oom_kill counter (before Linux 4.13).
-        keyed_u64(&events, &read_control(&events)?, "oom_kill")?;
+        // The OOM verdict must come from the kernel's counter; fail closed without it.
+        require_counter(&events, "oom_kill", "an oom_kill counter", "needs Linux 4.13 or later")?;
         if !dir.join("memory.peak").exists() {
             notes.push("cgroup_v2: no memory.peak (Linux before 5.19), peak memory unknown".into());
         }
 
         write_control(&dir.join("pids.max"), &limits.processes.to_string())?;
+        let pids_events = dir.join("pids.events");
+        require_counter(&pids_events, "max", "a max counter", "needs Linux 4.7 or later")?;
 
         if let Some(cores) = limits.cpu_cores {
             let value = format!("{} {CFS_PERIOD_US}", cfs_quota_us(cores));
@@ -150,7 +159,11 @@ impl V2Group {
         let usage_usec = keyed_u64(&stat, &read_control(&stat)?, "usage_usec")?;
         Ok(CgroupStats {
             cpu_time_ns: usage_usec.saturating_mul(1000),
-            peak_memory_bytes: if peak.exists() { Some(read_u64(&peak)?) } else { None },
+            peak_memory_bytes: if peak.exists() {
+                Some(read_u64(&peak)?)
+            } else {
+                None
+            },
             oom_kills: keyed_u64(&mem_events, &read_control(&mem_events)?, "oom_kill")?,
             pids_max_hits: keyed_u64(&pids_events, &read_control(&pids_events)?, "max")?,
         })
