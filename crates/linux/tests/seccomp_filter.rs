@@ -73,169 +73,49 @@ struct Probe {
     denied_with: Errno,
 }
 
-fn probe(name: &str, nr: c_long, args: [c_ulong; 5], denied_with: Errno) -> Probe {
-    Probe {
-        name: name.to_owned(),
-        nr,
-        args,
-        denied_with,
-    }
-}
-
-/// The denied calls; `fd` is a pipe end, not a terminal, so the ioctls fail with ENOTTY
-/// when unfiltered.
+/// The denied calls, one per line; `fd` is a pipe end, not a terminal, so the ioctls fail
+/// with ENOTTY when unfiltered.
+#[rustfmt::skip]
 fn probes(fd: c_ulong) -> Vec<Probe> {
+    use libc::*;
     let missing = ptr(c"/nonexistent/runbox-seccomp-test");
     let no_such_pid = 0x3fff_ffff; // above any pid_max
-    let thread_without_sighand = libc::CLONE_THREAD as c_ulong; // EINVAL before any other check
-    let mut probes = vec![
-        probe(
-            "ptrace(PTRACE_ATTACH)",
-            libc::SYS_ptrace,
-            [libc::PTRACE_ATTACH as c_ulong, no_such_pid, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "unshare(CLONE_NEWUSER)",
-            libc::SYS_unshare,
-            [libc::CLONE_NEWUSER as c_ulong, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "mount",
-            libc::SYS_mount,
-            [ptr(c"none"), missing, ptr(c"tmpfs"), 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "umount2",
-            libc::SYS_umount2,
-            [missing, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "pivot_root",
-            libc::SYS_pivot_root,
-            [missing, missing, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "chroot",
-            libc::SYS_chroot,
-            [missing, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "setns",
-            libc::SYS_setns,
-            [c_ulong::MAX, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "fsopen",
-            libc::SYS_fsopen,
-            [ptr(c"no-such-fs"), 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "open_tree",
-            libc::SYS_open_tree,
-            [c_ulong::MAX, missing, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe("clone3", libc::SYS_clone3, [0, 0, 0, 0, 0], Errno::ENOSYS),
-        probe("keyctl", libc::SYS_keyctl, [9999, 0, 0, 0, 0], Errno::EPERM),
-        probe("add_key", libc::SYS_add_key, [0, 0, 0, 0, 0], Errno::EPERM),
-        probe("bpf", libc::SYS_bpf, [9999, 0, 0, 0, 0], Errno::EPERM),
-        probe(
-            "perf_event_open",
-            libc::SYS_perf_event_open,
-            [0, 0, c_ulong::MAX, c_ulong::MAX, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "io_uring_setup",
-            libc::SYS_io_uring_setup,
-            [0, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "userfaultfd",
-            libc::SYS_userfaultfd,
-            [c_ulong::from(u32::MAX), 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "process_vm_readv",
-            libc::SYS_process_vm_readv,
-            [no_such_pid, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "pidfd_getfd",
-            libc::SYS_pidfd_getfd,
-            [c_ulong::MAX, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "ioctl(TIOCSTI)",
-            libc::SYS_ioctl,
-            [fd, TIOCSTI as c_ulong, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "ioctl(TIOCSTI | garbage << 32)",
-            libc::SYS_ioctl,
-            [fd, TIOCSTI_HIGH_GARBAGE, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "ioctl(TIOCLINUX)",
-            libc::SYS_ioctl,
-            [fd, TIOCLINUX as c_ulong, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "personality(ADDR_NO_RANDOMIZE)",
-            libc::SYS_personality,
-            [libc::ADDR_NO_RANDOMIZE as c_ulong, 0, 0, 0, 0],
-            Errno::EPERM,
-        ),
-        probe(
-            "personality(garbage << 32 | ADDR_NO_RANDOMIZE)",
-            libc::SYS_personality,
-            [
-                0xdead_0000_0000_0000 | libc::ADDR_NO_RANDOMIZE as c_ulong,
-                0,
-                0,
-                0,
-                0,
-            ],
-            Errno::EPERM,
-        ),
+    let (tiocsti, tioclinux) = (TIOCSTI as c_ulong, TIOCLINUX as c_ulong);
+    let garbage = 0xdead_0000_0000_0000; // above bit 31, where the kernel does not look
+    let no_aslr = ADDR_NO_RANDOMIZE as c_ulong;
+    let thread_without_sighand = CLONE_THREAD as c_ulong; // EINVAL before any other check
+    let eperm: [(&str, c_long, [c_ulong; 5]); 23] = [
+        ("ptrace(PTRACE_ATTACH)", SYS_ptrace, [PTRACE_ATTACH as c_ulong, no_such_pid, 0, 0, 0]),
+        ("unshare(CLONE_NEWUSER)", SYS_unshare, [CLONE_NEWUSER as c_ulong, 0, 0, 0, 0]),
+        ("mount", SYS_mount, [ptr(c"none"), missing, ptr(c"tmpfs"), 0, 0]),
+        ("umount2", SYS_umount2, [missing, 0, 0, 0, 0]),
+        ("pivot_root", SYS_pivot_root, [missing, missing, 0, 0, 0]),
+        ("chroot", SYS_chroot, [missing, 0, 0, 0, 0]),
+        ("setns", SYS_setns, [c_ulong::MAX, 0, 0, 0, 0]),
+        ("fsopen", SYS_fsopen, [ptr(c"no-such-fs"), 0, 0, 0, 0]),
+        ("open_tree", SYS_open_tree, [c_ulong::MAX, missing, 0, 0, 0]),
+        ("keyctl", SYS_keyctl, [9999, 0, 0, 0, 0]),
+        ("add_key", SYS_add_key, [0, 0, 0, 0, 0]),
+        ("bpf", SYS_bpf, [9999, 0, 0, 0, 0]),
+        ("perf_event_open", SYS_perf_event_open, [0, 0, c_ulong::MAX, c_ulong::MAX, 0]),
+        ("io_uring_setup", SYS_io_uring_setup, [0, 0, 0, 0, 0]),
+        ("userfaultfd", SYS_userfaultfd, [c_ulong::from(u32::MAX), 0, 0, 0, 0]),
+        ("process_vm_readv", SYS_process_vm_readv, [no_such_pid, 0, 0, 0, 0]),
+        ("pidfd_getfd", SYS_pidfd_getfd, [c_ulong::MAX, 0, 0, 0, 0]),
+        ("ioctl(TIOCSTI)", SYS_ioctl, [fd, tiocsti, 0, 0, 0]),
+        ("ioctl(garbage << 32 | TIOCSTI)", SYS_ioctl, [fd, TIOCSTI_HIGH_GARBAGE, 0, 0, 0]),
+        ("ioctl(TIOCLINUX)", SYS_ioctl, [fd, tioclinux, 0, 0, 0]),
+        ("personality(ADDR_NO_RANDOMIZE)", SYS_personality, [no_aslr, 0, 0, 0, 0]),
+        ("personality(garbage << 32 | ADDR_NO_RANDOMIZE)", SYS_personality, [garbage | no_aslr, 0, 0, 0, 0]),
         // clone(2) reads its flags from the low 32 bits only, so garbage above must not help.
-        probe(
-            "clone(garbage << 32 | CLONE_NEWUSER)",
-            libc::SYS_clone,
-            [
-                0xdead_0000_0000_0000 | libc::CLONE_NEWUSER as c_ulong | thread_without_sighand,
-                0,
-                0,
-                0,
-                0,
-            ],
-            Errno::EPERM,
-        ),
+        ("clone(garbage << 32 | CLONE_NEWUSER)", SYS_clone, [garbage | CLONE_NEWUSER as c_ulong | thread_without_sighand, 0, 0, 0, 0]),
     ];
-    for (name, flag) in NAMESPACE_FLAGS {
-        let flags = flag as c_ulong | thread_without_sighand;
-        probes.push(probe(
-            &format!("clone({name})"),
-            libc::SYS_clone,
-            [flags, 0, 0, 0, 0],
-            Errno::EPERM,
-        ));
-    }
+    let namespaces = NAMESPACE_FLAGS.map(|(flag, bits)| {
+        (format!("clone({flag})"), SYS_clone, [bits as c_ulong | thread_without_sighand, 0, 0, 0, 0])
+    });
+    let eperm = eperm.map(|(name, nr, args)| (name.to_owned(), nr, args)).into_iter().chain(namespaces);
+    let mut probes: Vec<Probe> = eperm.map(|(name, nr, args)| Probe { name, nr, args, denied_with: Errno::EPERM }).collect();
+    probes.push(Probe { name: "clone3".to_owned(), nr: SYS_clone3, args: [0; 5], denied_with: Errno::ENOSYS });
     probes
 }
 

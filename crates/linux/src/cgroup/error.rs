@@ -40,8 +40,7 @@ pub enum CgroupError {
     /// holds processes cannot hand controllers to child groups.
     #[error(
         "cannot enable controllers below {path}: it holds processes; move them into a leaf \
-         group first (mkdir {path}/init, then write each pid to {path}/init/cgroup.procs)",
-        path = .path.display()
+         group first (mkdir {path}/init, then write each pid to {path}/init/cgroup.procs)"
     )]
     InternalProcesses { path: PathBuf },
     #[error("no cgroup v1 mount and no cgroup2 mount at {path}: {fix}")]

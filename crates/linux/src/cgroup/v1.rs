@@ -131,11 +131,21 @@ impl V1Group {
         write_control(&oom, "0")?;
         // The OOM verdict must come from the kernel's counter, not from guessing at
         // SIGKILLs; fail closed where it is missing.
-        require_counter(&oom, "oom_kill", "an oom_kill counter", "needs Linux 4.13 or later")?;
+        require_counter(
+            &oom,
+            "oom_kill",
+            "an oom_kill counter",
+            "needs Linux 4.13 or later",
+        )?;
 
         write_control(&self.pids.join("pids.max"), &limits.processes.to_string())?;
         let pids_events = self.pids.join("pids.events");
-        require_counter(&pids_events, "max", "a max counter", "needs Linux 4.7 or later")?;
+        require_counter(
+            &pids_events,
+            "max",
+            "a max counter",
+            "needs Linux 4.7 or later",
+        )?;
 
         if let Some(cores) = limits.cpu_cores {
             let cpu = self.cpu.as_ref().ok_or(CgroupError::MissingController {

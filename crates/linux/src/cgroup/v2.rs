@@ -105,14 +105,24 @@ impl V2Group {
         // and the run's own code sees it; the runner kills the rest at the end.
         let events = dir.join("memory.events");
         // The OOM verdict must come from the kernel's counter; fail closed without it.
-        require_counter(&events, "oom_kill", "an oom_kill counter", "needs Linux 4.13 or later")?;
+        require_counter(
+            &events,
+            "oom_kill",
+            "an oom_kill counter",
+            "needs Linux 4.13 or later",
+        )?;
         if !dir.join("memory.peak").exists() {
             notes.push("cgroup_v2: no memory.peak (Linux before 5.19), peak memory unknown".into());
         }
 
         write_control(&dir.join("pids.max"), &limits.processes.to_string())?;
         let pids_events = dir.join("pids.events");
-        require_counter(&pids_events, "max", "a max counter", "needs Linux 4.7 or later")?;
+        require_counter(
+            &pids_events,
+            "max",
+            "a max counter",
+            "needs Linux 4.7 or later",
+        )?;
 
         if let Some(cores) = limits.cpu_cores {
             let value = format!("{} {CFS_PERIOD_US}", cfs_quota_us(cores));
