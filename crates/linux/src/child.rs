@@ -97,10 +97,14 @@ fn setup_namespaces(plan: &ChildPlan, fds: ChildFds) -> StepResult {
     process::set_parent_death_signal(libc::SIGKILL).map_err(at(Step::ParentDeathSignal))?;
     // After the cgroup move, so the namespace's root is the run's own cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP).map_err(at(Step::CgroupNamespace))?;
-    // Before any mount: keep our mounts from propagating to the host, and the host's to us.
-    mount(None::<&CStr>, c"/", None::<&CStr>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&CStr>).map_err(at(Step::PrivateMounts))?;
     // pivot_root needs the new root to be a mount point.
     mount(Some(plan.root.root.as_c_str()), plan.root.root.as_c_str(), None::<&CStr>, MsFlags::MS_BIND, None::<&CStr>).map_err(at(Step::BindRoot))?;
+    // Before mounting into it: the new root receives no mount events from the host, and sends
+    // none back. Only this subtree survives pivot_root, so making the whole copied table
+    // private (dozens of mounts) would be wasted work. The host's shared mounts are already
+    // slaves in a namespace owned by a less privileged user namespace (mount_namespaces(7)),
+    // so pivot_root's "no shared parent" rule holds either way.
+    mount(None::<&CStr>, plan.root.root.as_c_str(), None::<&CStr>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&CStr>).map_err(at(Step::PrivateMounts))?;
     for (index, op) in plan.root.mounts.iter().enumerate() {
         apply_mount(op).map_err(|errno| (Step::MountEntry, errno, index as u32))?;
     }

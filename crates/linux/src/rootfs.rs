@@ -48,11 +48,9 @@ pub enum RootError {
     Nul(PathBuf),
 }
 
-/// Makes the skeleton under `root_dir` (which must not exist yet) and returns the mounts.
+/// Makes the skeleton in `root_dir`, an empty directory that only root can write and everyone
+/// can traverse (it becomes "/"), and returns the mounts that complete it.
 pub fn prepare_root(root_dir: &Path, entries: &[RootEntry], dirs: &RunDirs) -> Result<PreparedRoot, RootError> {
-    mkdir(root_dir)?;
-    // Becomes "/" for an unprivileged uid, which must be able to traverse it.
-    fs::set_permissions(root_dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| RootError::Create { path: root_dir.into(), source: e })?;
     let mut mounts = Vec::new();
     for entry in entries {
         match entry {

@@ -13,12 +13,16 @@
 //! exist nowhere else. A syscall belongs to one section only, so the order of sections
 //! never changes the outcome.
 //!
+//! seccompiler knows syscalls by name up to Linux 6.12. A rule for a newer one also gives
+//! its number, `"nr": 467`, and is matched by that number (`numbered_rules`); since Linux
+//! 5.1 (number 424) a new syscall has the same number on every architecture.
+//!
 //! # The program
 //! The installed classic-BPF program is, in order:
 //! 1. `abi_prefix`, written by hand: a foreign `AUDIT_ARCH` is killed, and on x86_64 so is
 //!    the x32 ABI, which shares x86_64's `AUDIT_ARCH` and which seccompiler does not check;
-//! 2. each section as compiled by seccompiler, in key order, its "allow" returns turned into
-//!    jumps to the next section (`append_section`);
+//! 2. each section in key order: its numbered rules, then what seccompiler compiled of the
+//!    rest, whose "allow" returns become jumps to the next section (`append_section`);
 //! 3. a final "allow".
 //!
 //! Classic BPF jumps are relative and only go forward, so a program compiled by seccompiler
@@ -30,7 +34,7 @@ use std::mem::offset_of;
 use std::sync::OnceLock;
 
 use nix::errno::Errno;
-use seccompiler::{BpfProgram, TargetArch};
+use seccompiler::{BpfProgram, SeccompAction, TargetArch};
 use serde_json::{Map, Value};
 
 /// The policy built into runbox: `crates/linux/policy/seccomp.json`.
@@ -118,7 +122,10 @@ impl SeccompFilter {
             if section_arch(name)?.is_some_and(|arch| arch != abi.name) {
                 continue;
             }
-            append_section(&mut program, compile_section(name, body, abi.target)?)?;
+            let (numbered, named) = numbered_rules(name, body)?;
+            program.extend(numbered);
+            let compiled = compile_section(name, body, &named, abi.target)?;
+            append_section(&mut program, compiled)?;
             denied.extend(rules);
         }
         program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
@@ -319,68 +326,66 @@ fn check_section(
 
     let mut denied: Vec<DeniedSyscall> = Vec::with_capacity(rules.len());
     for (index, rule) in rules.iter().enumerate() {
-        let Some(syscall) = rule.get("syscall").and_then(Value::as_str) else {
-            return Err(SeccompError::Rule {
-                section: name.to_owned(),
-                index,
-                syscall: "?".to_owned(),
-                reason: "must be an object whose `syscall` names the syscall".to_owned(),
-            });
-        };
+        let syscall = rule.get("syscall").and_then(Value::as_str);
         let rule_error = |reason: String| SeccompError::Rule {
             section: name.to_owned(),
             index,
-            syscall: syscall.to_owned(),
+            syscall: syscall.unwrap_or("?").to_owned(),
             reason,
         };
-        let comment = rule
-            .get("comment")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .unwrap_or("");
-        if comment.is_empty() {
-            return Err(rule_error(
-                "needs a non-empty `comment` saying why the rule exists".to_owned(),
-            ));
+        let syscall = syscall.ok_or_else(|| rule_error(NO_NAME.to_owned()))?;
+        let rule = check_rule(rule, syscall, &action).map_err(|r| rule_error(r.to_owned()))?;
+        if let Some(owner) = owners.get(syscall).filter(|owner| *owner != name) {
+            return Err(rule_error(format!(
+                "already listed in section `{owner}`; a syscall belongs to one section, so that section order never matters"
+            )));
         }
-        let conditional = match rule.get("args") {
-            None => false,
-            Some(Value::Array(args)) if !args.is_empty() => true,
-            Some(_) => {
-                return Err(rule_error(
-                    "`args` must be a non-empty list; leave it out to match every call".to_owned(),
-                ));
-            }
-        };
-        match owners.get(syscall) {
-            Some(owner) if owner != name => {
-                return Err(rule_error(format!(
-                    "already listed in section `{owner}`; a syscall belongs to one section, so that section order never matters"
-                )));
-            }
-            Some(_) => {}
-            None => {
-                owners.insert(syscall.to_owned(), name.to_owned());
-            }
-        }
+        owners.insert(syscall.to_owned(), name.to_owned());
         // seccompiler keeps only the rules with args when a syscall also has one without,
         // which would silently turn "deny always" into "deny sometimes".
         if denied
             .iter()
-            .any(|d| d.syscall == syscall && d.conditional != conditional)
+            .any(|d| d.syscall == syscall && d.conditional != rule.conditional)
         {
-            return Err(rule_error(
-                "has rules both with and without `args`; seccompiler would keep only those with args".to_owned(),
-            ));
+            return Err(rule_error(MIXED_ARGS.to_owned()));
         }
-        denied.push(DeniedSyscall {
-            syscall: syscall.to_owned(),
-            action: action.clone(),
-            conditional,
-            comment: comment.to_owned(),
-        });
+        denied.push(rule);
     }
     Ok(denied)
+}
+
+const NO_NAME: &str = "must be an object whose `syscall` names the syscall";
+const MIXED_ARGS: &str =
+    "has rules both with and without `args`; seccompiler would keep only those with args";
+const NR_RANGE: &str =
+    "`nr` must be a syscall number from 424 up, where numbers are the same on every architecture";
+
+/// The checks of one rule on its own; the error is the reason.
+fn check_rule(rule: &Value, syscall: &str, action: &str) -> Result<DeniedSyscall, &'static str> {
+    let comment = rule
+        .get("comment")
+        .and_then(Value::as_str)
+        .map_or("", str::trim);
+    if comment.is_empty() {
+        return Err("needs a non-empty `comment` saying why the rule exists");
+    }
+    let conditional = match rule.get("args") {
+        None => false,
+        Some(Value::Array(args)) if !args.is_empty() => true,
+        Some(_) => return Err("`args` must be a non-empty list; leave it out to match every call"),
+    };
+    match rule.get("nr").map(Value::as_u64) {
+        None => {}
+        Some(Some(424..=0xffff_ffff)) if !conditional => {}
+        Some(Some(424..=0xffff_ffff)) => return Err("a rule with `nr` cannot have `args`"),
+        Some(_) => return Err(NR_RANGE),
+    }
+    Ok(DeniedSyscall {
+        syscall: syscall.to_owned(),
+        action: action.to_owned(),
+        conditional,
+        comment: comment.to_owned(),
+    })
 }
 
 /// How a program sees a match action: `EPERM` for `{"errno": 1}`, else the action's name.
@@ -403,20 +408,59 @@ fn describe_action(action: &Value) -> Option<String> {
     }
 }
 
+/// Splits a section's numbered rules from the rest: returns the BPF that matches them
+/// (loads the number, then one compare and return per rule) and the section without them,
+/// for seccompiler, which would refuse their names.
+fn numbered_rules(
+    name: &str,
+    body: &Value,
+) -> Result<(Vec<libc::sock_filter>, Value), SeccompError> {
+    let mut named = body.clone();
+    let mut numbers = Vec::new();
+    if let Some(rules) = named.get_mut("filter").and_then(Value::as_array_mut) {
+        // `check_section` has checked that every `nr` fits.
+        numbers.extend(
+            rules
+                .iter()
+                .filter_map(|r| u32::try_from(r.get("nr")?.as_u64()?).ok()),
+        );
+        rules.retain(|r| r.get("nr").is_none());
+    }
+    if numbers.is_empty() {
+        return Ok((Vec::new(), named));
+    }
+    let action = body
+        .get("match_action")
+        .or_else(|| body.get("filter_action"))
+        .and_then(|a| serde_json::from_value::<SeccompAction>(a.clone()).ok())
+        .ok_or_else(|| SeccompError::Section {
+            section: name.to_owned(),
+            reason: "match_action is not an action seccompiler knows".to_owned(),
+        })?;
+    let action = u32::from(action);
+    let mut bpf = vec![stmt(LD_W_ABS, offset_of!(libc::seccomp_data, nr) as u32)];
+    for nr in numbers {
+        bpf.extend([jump(JEQ_K, nr, 0, 1), stmt(RET_K, action)]);
+    }
+    Ok((bpf, named))
+}
+
 /// A section field under its name or seccompiler's alias for it.
 fn field<'a>(body: &'a Map<String, Value>, name: &str, alias: &str) -> Option<&'a Value> {
     body.get(name).or_else(|| body.get(alias))
 }
 
-/// Compiles one section on its own: an `@arch` section names syscalls that other
-/// architectures lack, so the policy cannot go to seccompiler in one piece.
+/// Compiles one section, `named` being `body` without its numbered rules, on its own: an
+/// `@arch` section names syscalls that other architectures lack, so the policy cannot go
+/// to seccompiler in one piece.
 fn compile_section(
     name: &str,
     body: &Value,
+    named: &Value,
     target: TargetArch,
 ) -> Result<BpfProgram, SeccompError> {
-    compile(name, body, target).map_err(|reason| {
-        blame_rule(name, body, target).unwrap_or(SeccompError::Section {
+    compile(name, named, target).map_err(|reason| {
+        blame_rule(name, body, named, target).unwrap_or(SeccompError::Section {
             section: name.to_owned(),
             reason,
         })
@@ -434,16 +478,21 @@ fn compile(name: &str, body: &Value, target: TargetArch) -> Result<BpfProgram, S
 }
 
 /// On a compile error, finds the first rule that fails on its own, so the error can name
-/// it; `None` if the section fails even without rules (a section-level mistake).
-fn blame_rule(name: &str, body: &Value, target: TargetArch) -> Option<SeccompError> {
+/// it by its index in `body`; `None` if the section fails even without rules (a
+/// section-level mistake).
+fn blame_rule(name: &str, body: &Value, named: &Value, target: TargetArch) -> Option<SeccompError> {
     let rules = body.get("filter")?.as_array()?;
     let with_rules = |rules: Vec<Value>| {
-        let mut section = body.clone();
+        let mut section = named.clone();
         section["filter"] = Value::Array(rules);
         section
     };
     compile(name, &with_rules(Vec::new()), target).ok()?;
-    rules.iter().enumerate().find_map(|(index, rule)| {
+    let mut by_name = rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.get("nr").is_none());
+    by_name.find_map(|(index, rule)| {
         let reason = compile(name, &with_rules(vec![rule.clone()]), target).err()?;
         let syscall = rule
             .get("syscall")

@@ -8,20 +8,14 @@
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 
 use libc::{c_int, c_long, c_ulong};
 use nix::errno::Errno;
-use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 use runbox_linux::seccomp::SeccompFilter;
 
-const TIOCSTI: c_long = 0x5412;
-const TIOCLINUX: c_long = 0x541C;
-/// A request whose low 32 bits are TIOCSTI: the kernel truncates it to `unsigned int`.
-const TIOCSTI_HIGH_GARBAGE: c_ulong = 0xdead_0000_0000_5412;
-#[cfg(target_arch = "x86_64")]
-const X32_SYSCALL_BIT: c_long = 0x4000_0000;
 const NAMESPACE_FLAGS: [(&str, c_int); 8] = [
     ("CLONE_NEWNS", libc::CLONE_NEWNS),
     ("CLONE_NEWCGROUP", libc::CLONE_NEWCGROUP),
@@ -80,11 +74,11 @@ fn probes(fd: c_ulong) -> Vec<Probe> {
     use libc::*;
     let missing = ptr(c"/nonexistent/runbox-seccomp-test");
     let no_such_pid = 0x3fff_ffff; // above any pid_max
-    let (tiocsti, tioclinux) = (TIOCSTI as c_ulong, TIOCLINUX as c_ulong);
+    let (tiocsti, tioclinux) = (TIOCSTI as c_ulong, TIOCLINUX as c_ulong); // 0x5412, 0x541C
     let garbage = 0xdead_0000_0000_0000; // above bit 31, where the kernel does not look
     let no_aslr = ADDR_NO_RANDOMIZE as c_ulong;
     let thread_without_sighand = CLONE_THREAD as c_ulong; // EINVAL before any other check
-    let eperm: [(&str, c_long, [c_ulong; 5]); 23] = [
+    let eperm: [(&str, c_long, [c_ulong; 5]); 24] = [
         ("ptrace(PTRACE_ATTACH)", SYS_ptrace, [PTRACE_ATTACH as c_ulong, no_such_pid, 0, 0, 0]),
         ("unshare(CLONE_NEWUSER)", SYS_unshare, [CLONE_NEWUSER as c_ulong, 0, 0, 0, 0]),
         ("mount", SYS_mount, [ptr(c"none"), missing, ptr(c"tmpfs"), 0, 0]),
@@ -94,6 +88,7 @@ fn probes(fd: c_ulong) -> Vec<Probe> {
         ("setns", SYS_setns, [c_ulong::MAX, 0, 0, 0, 0]),
         ("fsopen", SYS_fsopen, [ptr(c"no-such-fs"), 0, 0, 0, 0]),
         ("open_tree", SYS_open_tree, [c_ulong::MAX, missing, 0, 0, 0]),
+        ("open_tree_attr (by number)", 467, [c_ulong::MAX, missing, 0, 0, 0]),
         ("keyctl", SYS_keyctl, [9999, 0, 0, 0, 0]),
         ("add_key", SYS_add_key, [0, 0, 0, 0, 0]),
         ("bpf", SYS_bpf, [9999, 0, 0, 0, 0]),
@@ -103,7 +98,7 @@ fn probes(fd: c_ulong) -> Vec<Probe> {
         ("process_vm_readv", SYS_process_vm_readv, [no_such_pid, 0, 0, 0, 0]),
         ("pidfd_getfd", SYS_pidfd_getfd, [c_ulong::MAX, 0, 0, 0, 0]),
         ("ioctl(TIOCSTI)", SYS_ioctl, [fd, tiocsti, 0, 0, 0]),
-        ("ioctl(garbage << 32 | TIOCSTI)", SYS_ioctl, [fd, TIOCSTI_HIGH_GARBAGE, 0, 0, 0]),
+        ("ioctl(garbage << 32 | TIOCSTI)", SYS_ioctl, [fd, garbage | tiocsti, 0, 0, 0]),
         ("ioctl(TIOCLINUX)", SYS_ioctl, [fd, tioclinux, 0, 0, 0]),
         ("personality(ADDR_NO_RANDOMIZE)", SYS_personality, [no_aslr, 0, 0, 0, 0]),
         ("personality(garbage << 32 | ADDR_NO_RANDOMIZE)", SYS_personality, [garbage | no_aslr, 0, 0, 0, 0]),
@@ -246,101 +241,158 @@ fn fork_like_clone_works_but_clone_into_a_new_namespace_does_not() {
     });
 }
 
-/// Forks a child that disables core dumps, installs the filter if `filtered`, runs `body`
-/// and exits 0; returns how it ended. The child makes async-signal-safe calls only.
-fn in_child(filtered: bool, body: fn()) -> WaitStatus {
-    let filter = SeccompFilter::default_policy().expect("the built-in policy compiles");
-    // SAFETY: the child calls only async-signal-safe functions (setrlimit, prctl, seccomp
-    // via `install`, raw syscalls) and leaves with `_exit`, never returning into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork: {}", Errno::last());
-    if pid == 0 {
-        let no_core = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: these calls read `no_core` and set flags on this process; being killed by
-        // SIGSYS would otherwise dump core into the working directory.
-        unsafe {
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-            if filtered && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                libc::_exit(90);
-            }
-        }
-        if filtered && filter.install().is_err() {
-            // SAFETY: leaving the child without running any of the parent's code.
-            unsafe { libc::_exit(91) };
-        }
-        body();
-        // SAFETY: as above.
-        unsafe { libc::_exit(0) };
-    }
-    waitpid(Pid::from_raw(pid), None).expect("waitpid")
-}
-
-#[cfg(target_arch = "x86_64")]
-fn x32_getpid() {
-    // SAFETY: getpid takes no arguments; with the x32 bit the kernel either runs it or,
-    // when built without x32 support, returns ENOSYS.
-    let _ = unsafe { sys(X32_SYSCALL_BIT | libc::SYS_getpid, [0; 5]) };
-}
-
-#[cfg(target_arch = "x86_64")]
-fn x32_ptrace() {
-    // SAFETY: as in `probes`: PTRACE_ATTACH to a pid that does not exist.
-    let _ = unsafe {
-        sys(
-            X32_SYSCALL_BIT | libc::SYS_ptrace,
-            [libc::PTRACE_ATTACH as c_ulong, 0x3fff_ffff, 0, 0, 0],
-        )
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
+/// Real runtimes must keep working: glibc (2.34+) creates threads with clone3 and falls back
+/// to clone on ENOSYS, and node's libuv falls back from io_uring to its thread pool.
 #[test]
-fn x32_syscalls_kill_the_process() {
-    // Unfiltered, an x32 call returns (ENOSYS on kernels without CONFIG_X86_X32_ABI).
-    assert!(matches!(
-        in_child(false, x32_getpid),
-        WaitStatus::Exited(_, 0)
-    ));
-    for body in [x32_getpid as fn(), x32_ptrace] {
-        let status = in_child(true, body);
+fn real_programs_with_threads_run_under_the_filter() {
+    let programs: [(&str, &[&str], &str); 2] = [
+        (
+            "/usr/bin/python3",
+            &[
+                "-c",
+                "import subprocess, threading; t = threading.Thread(target=print, args=('thread',)); t.start(); t.join(); print(subprocess.run(['true']).returncode)",
+            ],
+            "thread\n0\n",
+        ),
+        (
+            "/usr/bin/node",
+            &[
+                "-e",
+                "require('fs').promises.readFile('/proc/self/status', 'utf8').then(s => console.log(s.includes('Seccomp:\t2')))",
+            ],
+            "true\n",
+        ),
+    ];
+    let filter = SeccompFilter::default_policy().expect("the built-in policy compiles");
+    for (program, args, expected) in programs {
+        if !std::path::Path::new(program).exists() {
+            eprintln!("skipped: {program} is not installed");
+            continue;
+        }
+        let mut command = std::process::Command::new(program);
+        command.args(args);
+        // SAFETY: the hook runs between fork and exec, and makes only async-signal-safe calls
+        // (prctl, and seccomp through `install`) on memory the parent set up before forking.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                filter.install().map_err(std::io::Error::from)
+            })
+        };
+        let output = command.output().expect("spawning the program");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{program}: {:?}\n{stderr}",
+            output.status
+        );
+        assert_eq!(stdout, expected, "{program}, stderr: {stderr}");
+    }
+}
+
+/// The ABI checks of the program's hand-written prefix. They kill the process, so each call
+/// runs in a forked child.
+#[cfg(target_arch = "x86_64")]
+mod abi {
+    use super::*;
+    use nix::sys::signal::Signal;
+
+    const X32_SYSCALL_BIT: c_long = 0x4000_0000;
+
+    /// Forks a child that disables core dumps, installs the filter if `filtered`, runs `body`
+    /// and exits 0; returns how it ended. The child makes async-signal-safe calls only.
+    fn in_child(filtered: bool, body: fn()) -> WaitStatus {
+        let filter = SeccompFilter::default_policy().expect("the built-in policy compiles");
+        // SAFETY: the child calls only async-signal-safe functions (setrlimit, prctl, seccomp
+        // via `install`, raw syscalls) and leaves with `_exit`, never returning into the harness.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", Errno::last());
+        if pid == 0 {
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: these calls read `no_core` and set flags on this process; being killed by
+            // SIGSYS would otherwise dump core into the working directory.
+            unsafe {
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                if filtered && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    libc::_exit(90);
+                }
+            }
+            if filtered && filter.install().is_err() {
+                // SAFETY: leaving the child without running any of the parent's code.
+                unsafe { libc::_exit(91) };
+            }
+            body();
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) };
+        }
+        waitpid(Pid::from_raw(pid), None).expect("waitpid")
+    }
+
+    fn x32_getpid() {
+        // SAFETY: getpid takes no arguments; with the x32 bit the kernel either runs it or,
+        // when built without x32 support, returns ENOSYS.
+        let _ = unsafe { sys(X32_SYSCALL_BIT | libc::SYS_getpid, [0; 5]) };
+    }
+
+    fn x32_ptrace() {
+        // SAFETY: as in `probes`: PTRACE_ATTACH to a pid that does not exist.
+        let _ = unsafe {
+            sys(
+                X32_SYSCALL_BIT | libc::SYS_ptrace,
+                [libc::PTRACE_ATTACH as c_ulong, 0x3fff_ffff, 0, 0, 0],
+            )
+        };
+    }
+
+    #[test]
+    fn x32_syscalls_kill_the_process() {
+        // Unfiltered, an x32 call returns (ENOSYS on kernels without CONFIG_X86_X32_ABI).
+        assert!(matches!(
+            in_child(false, x32_getpid),
+            WaitStatus::Exited(_, 0)
+        ));
+        for body in [x32_getpid as fn(), x32_ptrace] {
+            let status = in_child(true, body);
+            assert!(
+                matches!(status, WaitStatus::Signaled(_, Signal::SIGSYS, _)),
+                "x32 call under the filter: {status:?}"
+            );
+        }
+    }
+
+    fn i386_getpid() {
+        // SAFETY: `int 0x80` enters the i386 ABI; eax 20 is its getpid, which takes no
+        // arguments and touches no memory. The kernel answers in eax; r8-r15 are not part of
+        // the i386 ABI, so they are declared clobbered.
+        unsafe {
+            std::arch::asm!(
+                "int 0x80",
+                inout("eax") 20 => _,
+                out("r8") _, out("r9") _, out("r10") _, out("r11") _,
+                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+                options(nostack),
+            );
+        }
+    }
+
+    #[test]
+    fn foreign_arch_syscalls_kill_the_process() {
+        let unfiltered = in_child(false, i386_getpid);
+        assert!(
+            matches!(unfiltered, WaitStatus::Exited(_, 0)),
+            "int 0x80 without the filter: {unfiltered:?} (is IA32 emulation off?)"
+        );
+        let status = in_child(true, i386_getpid);
         assert!(
             matches!(status, WaitStatus::Signaled(_, Signal::SIGSYS, _)),
-            "x32 call under the filter: {status:?}"
+            "int 0x80 under the filter: {status:?}"
         );
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn i386_getpid() {
-    // SAFETY: `int 0x80` enters the i386 ABI; eax 20 is its getpid, which takes no
-    // arguments and touches no memory. The kernel answers in eax; r8-r15 are not part of
-    // the i386 ABI, so they are declared clobbered.
-    unsafe {
-        std::arch::asm!(
-            "int 0x80",
-            inout("eax") 20 => _,
-            out("r8") _, out("r9") _, out("r10") _, out("r11") _,
-            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
-            options(nostack),
-        );
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[test]
-fn foreign_arch_syscalls_kill_the_process() {
-    let unfiltered = in_child(false, i386_getpid);
-    assert!(
-        matches!(unfiltered, WaitStatus::Exited(_, 0)),
-        "int 0x80 without the filter: {unfiltered:?} (is IA32 emulation off?)"
-    );
-    let status = in_child(true, i386_getpid);
-    assert!(
-        matches!(status, WaitStatus::Signaled(_, Signal::SIGSYS, _)),
-        "int 0x80 under the filter: {status:?}"
-    );
 }

@@ -65,6 +65,10 @@ pub enum RunnerError {
 /// enough for ordinary use, few enough that a file-count bomb ends in ENOSPC.
 const BYTES_PER_INODE: u64 = 4096;
 const MIN_INODES: u64 = 256;
+/// Room the read-only root skeleton takes on the run's filesystem (a few dirs, links and the
+/// synthesized /etc files), added on top so `disk_bytes` stays the program's own room.
+const SKELETON_INODES: u64 = 64;
+const SKELETON_BYTES: u64 = 64 << 10;
 
 impl Runner {
     pub fn new(allowlist: Allowlist, config: RunnerConfig) -> Result<Runner, RunnerError> {
@@ -96,8 +100,8 @@ impl Runner {
         let workspace = Workspace::create(&WorkspaceSpec {
             state_dir: self.config.state_dir.clone(),
             run_id: run_id.clone(),
-            disk_bytes,
-            inodes: (disk_bytes / BYTES_PER_INODE).max(MIN_INODES),
+            disk_bytes: disk_bytes + SKELETON_BYTES,
+            inodes: (disk_bytes / BYTES_PER_INODE).max(MIN_INODES) + SKELETON_INODES,
             owner_uid: host_id,
             owner_gid: host_id,
         });

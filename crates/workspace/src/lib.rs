@@ -6,7 +6,7 @@
 //! <state_dir>/runs/<run_id>/      root only, 0700
 //!     fs/                         tmpfs: size=disk_bytes, nr_inodes=inodes, nosuid, nodev
 //!         workspace/  tmp/  shm/  0700, owned by the run's uid
-//!     root/                       empty; the sandbox mounts its new root here
+//!         root/                   0755 root: the sandbox's root skeleton
 //! ```
 //!
 //! All of it needs root (mount(2), chown(2)).

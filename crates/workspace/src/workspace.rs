@@ -10,7 +10,7 @@ use crate::fd::{self, Owner};
 use crate::{RUNS_DIR, WorkspaceError, mount, teardown};
 
 /// Inodes the layout itself takes from `inodes`: the tmpfs root, workspace/, tmp/ and shm/.
-pub const LAYOUT_INODES: u64 = 4;
+pub const LAYOUT_INODES: u64 = 5;
 
 /// What to create for one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,16 +87,18 @@ impl Workspace {
         let owner = Owner { uid: spec.owner_uid, gid: spec.owner_gid };
         set_mode(&run_dir, 0o700)?;
         let fs_dir = run_dir.join("fs");
-        let root_dir = run_dir.join("root");
-        for dir in [&fs_dir, &root_dir] {
-            std::fs::DirBuilder::new().mode(0o700).create(dir).map_err(|e| WorkspaceError::io("create directory", dir, e))?;
-        }
+        std::fs::DirBuilder::new().mode(0o700).create(&fs_dir).map_err(|e| WorkspaceError::io("create directory", &fs_dir, e))?;
         mount::mount_tmpfs(&fs_dir, spec.disk_bytes, spec.inodes, owner.uid, owner.gid)
             .map_err(|e| WorkspaceError::io("mount tmpfs at", &fs_dir, e))?;
         let fs_fd = fd::open_dir_path(&fs_dir).map_err(|e| WorkspaceError::io("open", &fs_dir, e))?;
         let workspace_fd = make_owned_dir(&fs_fd, &fs_dir, c"workspace", owner)?;
         make_owned_dir(&fs_fd, &fs_dir, c"tmp", owner)?;
         make_owned_dir(&fs_fd, &fs_dir, c"shm", owner)?;
+        // The sandbox's root skeleton lives on the tmpfs too: building it is cheap there, and
+        // unmounting the tmpfs discards it without a single unlink. Root-owned, so the program
+        // cannot change it; 0755, so it can traverse it once it is "/".
+        let root_dir = fs_dir.join("root");
+        make_dir_with(&fs_fd, &fs_dir, c"root", Owner { uid: 0, gid: 0 }, 0o755)?;
         Ok(Workspace {
             workspace_dir: fs_dir.join("workspace"),
             tmp_dir: fs_dir.join("tmp"),
@@ -133,7 +135,7 @@ impl Workspace {
         &self.shm_dir
     }
 
-    /// An empty directory, outside the tmpfs, for the sandbox to mount its new root on.
+    /// An empty root-owned directory on the tmpfs, where the sandbox's root skeleton is built.
     pub fn root_dir(&self) -> &Path {
         &self.root_dir
     }
@@ -226,9 +228,13 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), WorkspaceError> {
 
 /// Creates `name` in the tmpfs root, 0700 and owned by the run's uid, and returns it open.
 fn make_owned_dir(fs_fd: &OwnedFd, fs_dir: &Path, name: &CStr, owner: Owner) -> Result<OwnedFd, WorkspaceError> {
+    make_dir_with(fs_fd, fs_dir, name, owner, 0o700)
+}
+
+fn make_dir_with(fs_fd: &OwnedFd, fs_dir: &Path, name: &CStr, owner: Owner, mode: u32) -> Result<OwnedFd, WorkspaceError> {
     let path = fs_dir.join(name.to_string_lossy().as_ref());
     fd::make_dir_at(fs_fd.as_fd(), name).map_err(|e| WorkspaceError::io("create directory", &path, e))?;
     let dir = fd::open_dir_at(fs_fd.as_fd(), name).map_err(|e| WorkspaceError::io("open", &path, e))?;
-    fd::set_owner_and_mode(dir.as_fd(), owner, 0o700).map_err(|e| WorkspaceError::io("set owner and mode of", &path, e))?;
+    fd::set_owner_and_mode(dir.as_fd(), owner, mode).map_err(|e| WorkspaceError::io("set owner and mode of", &path, e))?;
     Ok(dir)
 }

@@ -116,7 +116,7 @@ fn inputs_that_do_not_fit_are_disk_full() {
 #[test]
 fn inputs_past_the_inode_cap_are_disk_full() {
     let state = tempfile::tempdir().unwrap();
-    let ws = Workspace::create(&spec(state.path(), "few-inodes", MIB, 6)).unwrap();
+    let ws = Workspace::create(&spec(state.path(), "few-inodes", MIB, runbox_workspace::LAYOUT_INODES + 2)).unwrap();
     // Two inodes are left after the layout: the directory and one file fit, the second does not.
     let err = ws.write_inputs(&[input("d/one", b"1", false), input("d/two", b"2", false)]).unwrap_err();
     assert!(matches!(&err, WorkspaceError::DiskFull { op: "create", path } if path == "d/two"), "{err:?}");
