@@ -149,3 +149,63 @@ pub fn assert_verdict(ran: &Ran, verdict: Verdict) -> RunResult {
     assert_eq!(result.verdict, verdict, "result: {}\nstderr: {}", serde_json::to_string_pretty(&ran.json).unwrap_or_default(), ran.stderr);
     result
 }
+
+/// Standard base64 with padding, for `"encoding": "base64"` files and `stdin_base64`.
+/// (The tests crate has no base64 dependency; this is all the tests need.)
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A `runbox run --json --request -` that is still running: for tests that look at the host
+/// while the sandbox is alive, or that start runbox with a special environment or descriptors.
+/// Dropping it without [`Running::wait`] kills runbox.
+pub struct Running {
+    child: Option<std::process::Child>,
+}
+
+impl Runbox {
+    /// Starts `runbox run --json --request -` and writes `request` to its stdin, then closes it.
+    /// `configure` may change the command first (environment, `pre_exec`).
+    pub fn spawn_run(&self, request: &Value, configure: impl FnOnce(&mut Command)) -> Running {
+        let mut cmd = self.command();
+        cmd.args(["run", "--json", "--request", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        configure(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn runbox");
+        child.stdin.take().expect("stdin").write_all(&serde_json::to_vec(request).expect("json")).expect("write request");
+        Running { child: Some(child) }
+    }
+}
+
+impl Running {
+    /// The runbox process's pid on the host.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Waits for runbox to end and parses what it printed.
+    pub fn wait(mut self) -> Ran {
+        parse(self.child.take().expect("running").wait_with_output().expect("wait runbox"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -504,15 +504,12 @@ fn a_full_disk_the_program_survives_is_ok_with_disk_hit() {
     assert_clean(&rb);
 }
 
-/// BUG (runbox, not this test): the disk verdict is decided by looking at the run's
-/// filesystem only *after* the program ended (runner: `workspace.disk_usage()` after
-/// `run_step`). A program that fills the disk, fails with ENOSPC, and removes its files on the
-/// way out (here Python's `TemporaryDirectory`, which cleans up as the exception passes) gets
-/// `nonzero_exit` with an empty `limits_hit`, although its disk filled up and that is why it
-/// failed. The contract says `disk_limit` ("the run's filesystem filled up and the program
-/// failed") and that `limits_hit` lists every limit that triggered, whatever the verdict.
+/// A program that fills the disk, fails with ENOSPC and removes its files on the way out (here
+/// Python's `TemporaryDirectory`, which cleans up as the exception passes) is still
+/// `disk_limit`: the supervisor samples the run's filesystem while the program runs, so a full
+/// disk is seen even when the end state shows none.
 #[test]
-fn bug_disk_filled_then_cleaned_up_on_exit_is_still_disk_limit() {
+fn disk_filled_then_cleaned_up_on_exit_is_still_disk_limit() {
     let rb = Runbox::new();
     let code = "\
 import os, tempfile
@@ -630,13 +627,10 @@ fn exit_126_and_127_from_the_program_are_nonzero_exit() {
     assert_clean(&rb);
 }
 
-/// BUG (runbox, minor): the verdict takes SIGXCPU and SIGXFSZ as proof that the CPU or disk
-/// limit was hit (runner verdict.rs: `signal == Some(SIGXCPU)` / `Some(SIGXFSZ)`), whoever sent
-/// them. A program that sends one to itself, far below both limits, is reported as
-/// `cpu_timeout` with `limits_hit: [cpu_time]` / `disk_limit` with `limits_hit: [disk]`.
-/// It is `signaled`: no limit triggered, and the signal did not come from runbox or its limits.
+/// SIGXCPU and SIGXFSZ count as limits only when the run really used its CPU time or its disk:
+/// a program that sends one to itself far below both limits is `signaled`, with no limit hit.
 #[test]
-fn bug_self_sent_sigxcpu_and_sigxfsz_are_not_limits() {
+fn self_sent_sigxcpu_and_sigxfsz_are_not_limits() {
     let rb = Runbox::new();
     for signal in [libc::SIGXCPU, libc::SIGXFSZ] {
         let ran = rb.run(&sh(&format!("echo before\nkill -{signal} $$\n")));

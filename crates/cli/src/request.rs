@@ -10,7 +10,12 @@ use crate::run::RunArgs;
 /// Largest JSON request read from a file or stdin; larger ones are refused, not truncated.
 pub const MAX_REQUEST_BYTES: u64 = 64 << 20;
 
-pub fn read_json(source: &str) -> Result<RunRequest, String> {
+pub fn read_json(source: &str) -> Result<RunRequest, runbox_contract::ValidationError> {
+    let body = read_body(source).map_err(|m| runbox_contract::ValidationError::new("body", m))?;
+    RunRequest::from_json(&body)
+}
+
+fn read_body(source: &str) -> Result<Vec<u8>, String> {
     let mut text = Vec::new();
     let reader: Box<dyn Read> = if source == "-" {
         Box::new(std::io::stdin())
@@ -21,7 +26,7 @@ pub fn read_json(source: &str) -> Result<RunRequest, String> {
     if text.len() as u64 > MAX_REQUEST_BYTES {
         return Err(format!("the request is larger than {MAX_REQUEST_BYTES} bytes; send fewer or smaller files"));
     }
-    serde_json::from_slice(&text).map_err(|e| format!("the request is not a valid RunRequest: {e}"))
+    Ok(text)
 }
 
 pub fn from_flags(args: &RunArgs, allowlist: &Allowlist) -> Result<RunRequest, String> {

@@ -76,12 +76,12 @@ pub struct RunArgs {
 
 pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf) -> ExitCode {
     let request = match &args.request {
-        Some(source) => crate::request::read_json(source),
-        None => crate::request::from_flags(&args, &allowlist),
+        Some(source) => crate::request::read_json(source).map_err(|e| (Some(e.field), e.message)),
+        None => crate::request::from_flags(&args, &allowlist).map_err(|m| (None, m)),
     };
     let request = match request {
         Ok(request) => request,
-        Err(message) => return rejected(args.json, None, &message),
+        Err((field, message)) => return rejected(args.json, field.as_deref(), &message),
     };
     let mut config = RunnerConfig::new(state_dir);
     config.keep_workspace = args.keep_workspace;

@@ -84,3 +84,16 @@ pub enum OnOutputLimit {
     /// Stop the run with the verdict `output_limit`.
     Kill,
 }
+
+impl RunRequest {
+    /// Parses a request from JSON. Only an object is a request: serde's derive would also
+    /// accept an array and take the fields by position, which no caller means.
+    pub fn from_json(bytes: &[u8]) -> Result<RunRequest, crate::ValidationError> {
+        let value: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| crate::ValidationError::new("body", format!("the request is not valid JSON: {e}")))?;
+        if !value.is_object() {
+            return Err(crate::ValidationError::new("body", "the request must be a JSON object such as {\"runtime\": \"python\", \"files\": [...]}"));
+        }
+        serde_json::from_value(value).map_err(|e| crate::ValidationError::new("body", format!("the request is not a valid RunRequest: {e}")))
+    }
+}

@@ -261,6 +261,14 @@ mod tests {
     }
 
     #[test]
+    fn only_a_json_object_is_a_request() {
+        let err = RunRequest::from_json(br#"["sh", [{"path":"main.sh","content":"echo hi"}]]"#).unwrap_err();
+        assert!(err.message.contains("must be a JSON object"), "{err}");
+        assert!(RunRequest::from_json(b"{nope").unwrap_err().message.contains("not valid JSON"));
+        assert_eq!(RunRequest::from_json(br#"{"runtime":"sh"}"#).unwrap().runtime, "sh");
+    }
+
+    #[test]
     fn unknown_fields_are_rejected() {
         let err = serde_json::from_str::<RunRequest>(r#"{"runtime":"python","comand":"x"}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `comand`"), "{err}");

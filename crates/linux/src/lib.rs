@@ -22,7 +22,7 @@ mod sys;
 pub use capture::{Capture, Captured};
 pub use protocol::Step;
 pub use rootfs::{PreparedRoot, RootError, RunDirs, prepare_root};
-pub use step::{Exit, StepOutcome, StepSpec, run_step};
+pub use step::{Exit, StepOutcome, StepSpec, Teardown, run_step};
 pub use supervise::KillReason;
 pub use sys::process::effective_capabilities;
 

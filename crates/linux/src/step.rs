@@ -4,6 +4,8 @@ use std::ffi::CString;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
+use nix::unistd::Pid;
+
 use runbox_contract::{OnOutputLimit, ResolvedLimits};
 
 use crate::capture::Captured;
@@ -12,7 +14,7 @@ use crate::child::{ChildPlan, ExecArgs};
 use crate::protocol::{SetupFailure, Step};
 use crate::rootfs::{MountOp, PreparedRoot};
 use crate::seccomp::SeccompFilter;
-use crate::supervise::{KillReason, Watch, watch};
+use crate::supervise::{KillReason, Watch, Watched, watch};
 use crate::sys::process;
 use crate::{SandboxFailure, failure, spawn};
 
@@ -35,6 +37,8 @@ pub struct StepSpec<'a> {
     pub seccomp: &'a SeccompFilter,
     /// Readable means: cancel the run.
     pub cancel: Option<BorrowedFd<'a>>,
+    /// A descriptor on the run's filesystem, to notice a full disk while the program runs.
+    pub disk: Option<BorrowedFd<'a>>,
 }
 
 /// How the program ended.
@@ -46,7 +50,7 @@ pub enum Exit {
     Unknown,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct StepOutcome {
     pub exit: Exit,
     pub killed_for: Option<KillReason>,
@@ -63,26 +67,63 @@ pub struct StepOutcome {
     /// The layers in force while the program ran (empty when it never ran).
     pub isolation: Vec<String>,
     pub failure: Option<SandboxFailure>,
+    /// Teardown steps that failed so far (the rest come from [`Teardown::finish`]).
     pub cleanup_errors: Vec<String>,
+    /// The run's filesystem was seen full (no free block or inode) while the program ran.
+    pub disk_full_seen: bool,
+    pub disk_peak_used_bytes: u64,
+    /// What is left to tear down; see [`Teardown::finish`].
+    pub teardown: Teardown,
 }
 
-/// Runs one program in a fresh sandbox and tears the sandbox down again.
+/// The part of a step's teardown that may overlap with the caller's work: waiting for init
+/// to finish dismantling the namespaces, then removing the cgroup. Every process of the run
+/// has been sent SIGKILL by the time a [`StepOutcome`] exists.
+#[derive(Debug)]
+pub struct Teardown {
+    init: Option<Pid>,
+    cgroup: Option<RunCgroup>,
+}
+
+impl Teardown {
+    /// Nothing to tear down.
+    pub fn none() -> Teardown {
+        Teardown { init: None, cgroup: None }
+    }
+
+    /// Reaps init and removes the cgroup. Returns what went wrong, if anything.
+    pub fn finish(mut self) -> Vec<String> {
+        self.finish_now()
+    }
+
+    fn finish_now(&mut self) -> Vec<String> {
+        if let Some(init) = self.init.take() {
+            let _ = nix::sys::wait::waitpid(init, None);
+        }
+        let mut errors = Vec::new();
+        if let Some(cgroup) = self.cgroup.take() {
+            if let Err(e) = cgroup.remove() {
+                errors.push(format!("remove cgroup: {e}"));
+            }
+        }
+        errors
+    }
+}
+
+impl Drop for Teardown {
+    /// A dropped teardown still happens; only its errors are lost.
+    fn drop(&mut self) {
+        self.finish_now();
+    }
+}
+
+/// Runs one program in a fresh sandbox. When it returns, every process of the run has been
+/// sent SIGKILL; finish the rest with [`StepOutcome::teardown`].
 pub fn run_step(spec: &StepSpec) -> StepOutcome {
     let begun = Instant::now();
-    let mut outcome = StepOutcome::never_ran(failure("setup", "not started"));
-    match process::thread_count() {
-        Ok(1) => {}
-        Ok(n) => return StepOutcome::never_ran(failure("supervisor", format!("the supervisor has {n} threads; clone needs a single-threaded process"))),
-        Err(e) => return StepOutcome::never_ran(failure("supervisor", format!("count threads: {e}"))),
-    }
-    let exec = match ExecArgs::new(spec.argv, spec.env) {
-        Ok(exec) => exec,
-        Err(e) => return StepOutcome::never_ran(failure("plan", format!("argv or env holds a NUL byte: {e}"))),
-    };
-    let limits = CgroupLimits { memory_bytes: spec.limits.memory_bytes, processes: spec.limits.processes, cpu_cores: spec.cpu_cores };
-    let cgroup = match RunCgroup::create(spec.name, &limits) {
-        Ok(cgroup) => cgroup,
-        Err(e) => return StepOutcome::never_ran(failure("cgroup", format!("{e}; run `runbox doctor`"))),
+    let (exec, cgroup) = match prepare(spec) {
+        Ok(prepared) => prepared,
+        Err(failure) => return StepOutcome::never_ran(failure),
     };
     let plan = ChildPlan {
         root: spec.root,
@@ -94,44 +135,90 @@ pub fn run_step(spec: &StepSpec) -> StepOutcome {
         rlimits: rlimits(&spec.limits),
         seccomp: spec.seccomp,
     };
-    match spawn::start(&plan, &cgroup, spec.host_uid, spec.host_gid) {
-        Err(e) => outcome.failure = Some(e),
+    let mut outcome = StepOutcome::never_ran(failure("setup", "not started"));
+    let init = match spawn::start(&plan, &cgroup, spec.host_uid, spec.host_gid) {
+        Err(e) => {
+            outcome.failure = Some(e);
+            None
+        }
         Ok(started) => {
             let init = started.init;
-            let watched = watch(started, &cgroup, &Watch {
-                wall_time: Duration::from_millis(spec.limits.wall_time_ms),
-                cpu_time_ns: spec.limits.cpu_time_ms.saturating_mul(1_000_000),
-                output_bytes: spec.limits.output_bytes as usize,
-                kill_on_output_limit: spec.on_output_limit == OnOutputLimit::Kill,
-                stdin: spec.stdin,
-                cancel: spec.cancel,
-            });
-            let _ = nix::sys::wait::waitpid(init, None);
-            outcome.exit = exit_of(watched.wait_status, watched.killed_for);
-            outcome.killed_for = watched.killed_for;
-            outcome.stdout = watched.stdout.finish();
-            outcome.stderr = watched.stderr.finish();
-            outcome.failure = match (watched.setup_failure, watched.exec_at) {
-                (Some(f), _) => Some(setup_failure_message(f, spec.root)),
-                (None, None) if watched.killed_for == Some(KillReason::Setup) => Some(failure("setup", "sandbox setup did not finish in time")),
-                (None, None) if watched.killed_for == Some(KillReason::Cancelled) => None,
-                (None, None) => Some(failure("setup", "the sandbox ended before the program started")),
-                (None, Some(_)) => None,
-            };
-            if let Some(exec_at) = watched.exec_at {
-                outcome.setup_time = exec_at - begun;
-                outcome.run_time = watched.ended_at.saturating_duration_since(exec_at);
-                outcome.isolation = layers(&cgroup);
-            } else {
-                outcome.setup_time = watched.ended_at - begun;
-            }
+            let watched = watch(started, &cgroup, &watch_limits(spec));
+            record(&mut outcome, watched, spec.root, begun, &cgroup);
+            Some(init)
         }
+    };
+    read_counters(&cgroup, &mut outcome);
+    // The program is over: end whatever it left (daemons, init) before anyone reads the
+    // workspace. The kernel finishes the job while the caller collects artifacts.
+    if let Some(init) = init {
+        let _ = nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGKILL);
     }
-    finish_cgroup(cgroup, &mut outcome);
+    if let Err(e) = cgroup.kill_all() {
+        outcome.cleanup_errors.push(format!("kill the run's processes: {e}"));
+    }
+    outcome.teardown = Teardown { init, cgroup: Some(cgroup) };
     outcome
 }
 
+/// Everything that can fail before the clone, so that a failure here leaves nothing behind.
+fn prepare(spec: &StepSpec) -> Result<(ExecArgs, RunCgroup), SandboxFailure> {
+    match process::thread_count() {
+        Ok(1) => {}
+        Ok(n) => return Err(failure("supervisor", format!("the supervisor has {n} threads; clone needs a single-threaded process"))),
+        Err(e) => return Err(failure("supervisor", format!("count threads: {e}"))),
+    }
+    let exec = ExecArgs::new(spec.argv, spec.env).map_err(|e| failure("plan", format!("argv or env holds a NUL byte: {e}")))?;
+    // init is in the cgroup too; `processes` counts the program's own.
+    let limits = CgroupLimits { memory_bytes: spec.limits.memory_bytes, processes: spec.limits.processes + 1, cpu_cores: spec.cpu_cores };
+    let cgroup = RunCgroup::create(spec.name, &limits).map_err(|e| failure("cgroup", format!("{e}; run `runbox doctor`")))?;
+    Ok((exec, cgroup))
+}
+
+fn watch_limits<'a>(spec: &StepSpec<'a>) -> Watch<'a> {
+    Watch {
+        wall_time: Duration::from_millis(spec.limits.wall_time_ms),
+        cpu_time_ns: spec.limits.cpu_time_ms.saturating_mul(1_000_000),
+        output_bytes: spec.limits.output_bytes as usize,
+        kill_on_output_limit: spec.on_output_limit == OnOutputLimit::Kill,
+        stdin: spec.stdin,
+        cancel: spec.cancel,
+        disk: spec.disk,
+    }
+}
+
+fn record(outcome: &mut StepOutcome, watched: Watched, root: &PreparedRoot, begun: Instant, cgroup: &RunCgroup) {
+    outcome.disk_full_seen = watched.disk_full_seen;
+    outcome.disk_peak_used_bytes = watched.disk_peak_used_bytes;
+    outcome.exit = exit_of(watched.wait_status, watched.killed_for);
+    outcome.killed_for = watched.killed_for;
+    outcome.stdout = watched.stdout.finish();
+    outcome.stderr = watched.stderr.finish();
+    outcome.failure = match (watched.setup_failure, watched.exec_at) {
+        (Some(f), _) => Some(setup_failure_message(f, root)),
+        (None, Some(_)) => None,
+        (None, None) => match watched.killed_for {
+            Some(KillReason::Cancelled) => None,
+            Some(KillReason::Setup) => Some(failure("setup", "sandbox setup did not finish in time")),
+            _ => Some(failure("setup", "the sandbox ended before the program started")),
+        },
+    };
+    match watched.exec_at {
+        Some(exec_at) => {
+            outcome.setup_time = exec_at - begun;
+            outcome.run_time = watched.ended_at.saturating_duration_since(exec_at);
+            outcome.isolation = layers(cgroup);
+        }
+        None => outcome.setup_time = watched.ended_at - begun,
+    }
+}
+
 impl StepOutcome {
+    /// Takes the teardown out, to finish it while keeping the outcome.
+    pub fn take_teardown(&mut self) -> Teardown {
+        std::mem::replace(&mut self.teardown, Teardown::none())
+    }
+
     fn never_ran(failure: SandboxFailure) -> StepOutcome {
         StepOutcome {
             exit: Exit::Unknown,
@@ -147,11 +234,16 @@ impl StepOutcome {
             isolation: Vec::new(),
             failure: Some(failure),
             cleanup_errors: Vec::new(),
+            disk_full_seen: false,
+            disk_peak_used_bytes: 0,
+            teardown: Teardown::none(),
         }
     }
 }
 
-fn finish_cgroup(cgroup: RunCgroup, outcome: &mut StepOutcome) {
+/// The kernel's counters for the run. Read once the program has ended, before teardown, so
+/// init's own exit does not count against the program.
+fn read_counters(cgroup: &RunCgroup, outcome: &mut StepOutcome) {
     match cgroup.stats() {
         Ok(stats) => {
             outcome.cpu_time_ns = stats.cpu_time_ns;
@@ -160,9 +252,6 @@ fn finish_cgroup(cgroup: RunCgroup, outcome: &mut StepOutcome) {
             outcome.pids_max_hits = stats.pids_max_hits;
         }
         Err(e) => outcome.cleanup_errors.push(format!("read cgroup counters: {e}")),
-    }
-    if let Err(e) = cgroup.remove() {
-        outcome.cleanup_errors.push(format!("remove cgroup: {e}"));
     }
 }
 

@@ -1,11 +1,16 @@
 //! The supervisor's watch over a running sandbox: one poll loop that feeds stdin, drains
-//! stdout and stderr into bounded captures, enforces the wall and CPU deadlines, honours
-//! cancellation, and notices the end of init through its pidfd.
+//! stdout and stderr into bounded captures, enforces the wall and CPU deadlines, samples the
+//! run's filesystem, honours cancellation, and notices the program's end.
+//!
+//! The loop ends as soon as init has reported the program's wait status and both output
+//! streams are closed; init's own exit (which tears the namespaces down) is not waited for
+//! here, so that teardown overlaps with the caller's artifact collection.
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::unistd::Pid;
 
 use crate::capture::Capture;
 use crate::cgroup::RunCgroup;
@@ -32,6 +37,8 @@ pub struct Watch<'a> {
     pub kill_on_output_limit: bool,
     pub stdin: &'a [u8],
     pub cancel: Option<BorrowedFd<'a>>,
+    /// A descriptor on the run's filesystem, sampled for a full disk while the program runs.
+    pub disk: Option<BorrowedFd<'a>>,
 }
 
 pub struct Watched {
@@ -45,12 +52,19 @@ pub struct Watched {
     /// The program's raw wait status, as init reported it; `None` when init did not get to
     /// report (it was killed, or setup failed).
     pub wait_status: Option<i32>,
+    /// init has exited (and been noticed through its pidfd).
+    pub init_exited: bool,
+    /// The run's filesystem was seen with no free block or inode.
+    pub disk_full_seen: bool,
+    pub disk_peak_used_bytes: u64,
 }
 
 /// How long setup (clone to execve) may take before it counts as a sandbox failure.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After init is gone every writer of the pipes is gone too; this only bounds a surprise.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often CPU use and the disk are sampled while the program runs.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
 const READ_CHUNK: usize = 64 * 1024;
 
 struct Stream {
@@ -58,142 +72,223 @@ struct Stream {
     capture: Capture,
 }
 
+struct Supervisor<'a> {
+    init: Pid,
+    pidfd: OwnedFd,
+    setup: Option<OwnedFd>,
+    status: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
+    stdin_written: usize,
+    streams: [Stream; 2],
+    cgroup: &'a RunCgroup,
+    watch: &'a Watch<'a>,
+    started_at: Instant,
+    drain_until: Option<Instant>,
+    out: Watched,
+}
+
 pub fn watch(started: Started, cgroup: &RunCgroup, watch: &Watch) -> Watched {
     let Started { init, pidfd, setup, status, stdin, stdout, stderr } = started;
-    let mut setup = Some(setup);
-    let mut stdin = (!watch.stdin.is_empty()).then_some(stdin);
+    let stdin = (!watch.stdin.is_empty()).then_some(stdin);
     set_nonblocking(stdin.as_ref());
-    let mut streams = [Stream { fd: Some(stdout), capture: Capture::new(watch.output_bytes) }, Stream { fd: Some(stderr), capture: Capture::new(watch.output_bytes) }];
-    let mut written = 0usize;
-    let mut out = Watched { stdout: Capture::new(0), stderr: Capture::new(0), setup_failure: None, killed_for: None, exec_at: None, ended_at: Instant::now(), wait_status: None };
-    let started_at = Instant::now();
-    let mut init_done = false;
-    let mut drain_until = None;
-    let kill = |reason: KillReason, out: &mut Watched| {
-        if out.killed_for.is_none() {
-            out.killed_for = Some(reason);
-        }
-        let _ = nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGKILL);
-        let _ = cgroup.kill_all();
+    let capture = || Capture::new(watch.output_bytes);
+    let mut sup = Supervisor {
+        init,
+        pidfd,
+        setup: Some(setup),
+        status: Some(status),
+        stdin,
+        stdin_written: 0,
+        streams: [Stream { fd: Some(stdout), capture: capture() }, Stream { fd: Some(stderr), capture: capture() }],
+        cgroup,
+        watch,
+        started_at: Instant::now(),
+        drain_until: None,
+        out: Watched {
+            stdout: Capture::new(0),
+            stderr: Capture::new(0),
+            setup_failure: None,
+            killed_for: None,
+            exec_at: None,
+            ended_at: Instant::now(),
+            wait_status: None,
+            init_exited: false,
+            disk_full_seen: false,
+            disk_peak_used_bytes: 0,
+        },
     };
-    loop {
+    while !sup.finished() {
+        sup.enforce_limits();
+        sup.wait_and_handle();
+    }
+    let [stdout, stderr] = sup.streams;
+    sup.out.stdout = stdout.capture;
+    sup.out.stderr = stderr.capture;
+    sup.out
+}
+
+impl Supervisor<'_> {
+    fn program_ended(&self) -> bool {
+        self.out.wait_status.is_some() || self.out.init_exited
+    }
+
+    fn finished(&self) -> bool {
+        let drained = self.streams.iter().all(|s| s.fd.is_none());
+        self.program_ended() && (drained || self.drain_until.is_some_and(|d| Instant::now() >= d))
+    }
+
+    fn deadline(&self) -> Instant {
+        match self.out.exec_at {
+            Some(exec_at) => exec_at + self.watch.wall_time,
+            None => self.started_at + SETUP_TIMEOUT,
+        }
+    }
+
+    fn enforce_limits(&mut self) {
+        if self.program_ended() || self.out.killed_for.is_some() {
+            return;
+        }
+        if Instant::now() >= self.deadline() {
+            let reason = if self.out.exec_at.is_some() { KillReason::WallTime } else { KillReason::Setup };
+            return self.kill(reason);
+        }
+        if self.out.exec_at.is_none() {
+            return;
+        }
+        self.sample_disk();
+        if self.cgroup.cpu_usage_ns().is_ok_and(|ns| ns >= self.watch.cpu_time_ns) {
+            return self.kill(KillReason::CpuTime);
+        }
+        let over = |s: &Stream| s.capture.total_bytes() > self.watch.output_bytes as u64;
+        if self.watch.kill_on_output_limit && self.streams.iter().any(over) {
+            self.kill(KillReason::Output);
+        }
+    }
+
+    fn sample_disk(&mut self) {
+        let Some(disk) = self.watch.disk else { return };
+        if let Ok(st) = nix::sys::statvfs::fstatvfs(disk) {
+            let used = st.blocks().saturating_sub(st.blocks_free()) * st.fragment_size();
+            self.out.disk_peak_used_bytes = self.out.disk_peak_used_bytes.max(used);
+            self.out.disk_full_seen |= st.blocks_free() == 0 || st.files_free() == 0;
+        }
+    }
+
+    /// Kills the whole run: init (and with it its pid namespace) and the cgroup.
+    fn kill(&mut self, reason: KillReason) {
+        self.out.killed_for.get_or_insert(reason);
+        let _ = nix::sys::signal::kill(self.init, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.cgroup.kill_all();
+    }
+
+    fn timeout_ms(&self) -> i32 {
         let now = Instant::now();
-        if init_done && (streams.iter().all(|s| s.fd.is_none()) || drain_until.is_some_and(|d| now >= d)) {
-            break;
-        }
-        let deadline = match out.exec_at {
-            Some(exec_at) => exec_at + watch.wall_time,
-            None => started_at + SETUP_TIMEOUT,
+        let until = match self.drain_until {
+            Some(drain_until) => drain_until,
+            None if self.program_ended() => now,
+            None if self.out.exec_at.is_some() => self.deadline().min(now + SAMPLE_INTERVAL),
+            None => self.deadline(),
         };
-        if !init_done && out.killed_for.is_none() {
-            if now >= deadline {
-                kill(if out.exec_at.is_some() { KillReason::WallTime } else { KillReason::Setup }, &mut out);
-            } else if out.exec_at.is_some() && cgroup.cpu_usage_ns().is_ok_and(|ns| ns >= watch.cpu_time_ns) {
-                kill(KillReason::CpuTime, &mut out);
-            }
-        }
-        let timeout = if init_done { drain_until.map_or(0, |d: Instant| d.saturating_duration_since(now).as_millis() as i32) } else { poll_timeout(now, deadline, out.exec_at.is_some()) };
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(6);
-        let mut push = |fd: RawFd, events: libc::c_short| {
-            fds.push(libc::pollfd { fd, events, revents: 0 });
-            fds.len() - 1
+        until.saturating_duration_since(now).as_millis().max(1) as i32
+    }
+
+    fn wait_and_handle(&mut self) {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(7);
+        let mut add = |fd: Option<RawFd>, events: libc::c_short| {
+            fd.map(|fd| {
+                fds.push(libc::pollfd { fd, events, revents: 0 });
+                fds.len() - 1
+            })
         };
-        let i_pid = (!init_done).then(|| push(pidfd.as_raw_fd(), libc::POLLIN));
-        let i_setup = setup.as_ref().map(|fd| push(fd.as_raw_fd(), libc::POLLIN));
-        let i_stdin = stdin.as_ref().map(|fd| push(fd.as_raw_fd(), libc::POLLOUT));
-        let i_out: Vec<Option<usize>> = streams.iter().map(|s| s.fd.as_ref().map(|fd| push(fd.as_raw_fd(), libc::POLLIN))).collect();
-        let i_cancel = watch.cancel.filter(|_| out.killed_for.is_none() && !init_done).map(|fd| push(fd.as_raw_fd(), libc::POLLIN));
-        match process::poll(&mut fds, timeout) {
+        let raw = |fd: &Option<OwnedFd>| fd.as_ref().map(|f| f.as_raw_fd());
+        let i_pid = add((!self.out.init_exited).then(|| self.pidfd.as_raw_fd()), libc::POLLIN);
+        let i_setup = add(raw(&self.setup), libc::POLLIN);
+        let i_status = add(raw(&self.status), libc::POLLIN);
+        let i_stdin = add(raw(&self.stdin), libc::POLLOUT);
+        let i_streams = [add(raw(&self.streams[0].fd), libc::POLLIN), add(raw(&self.streams[1].fd), libc::POLLIN)];
+        let cancellable = self.out.killed_for.is_none() && !self.program_ended();
+        let i_cancel = add(self.watch.cancel.filter(|_| cancellable).map(|fd| fd.as_raw_fd()), libc::POLLIN);
+        match process::poll(&mut fds, self.timeout_ms()) {
             Ok(_) | Err(Errno::EINTR) => {}
-            Err(_) => {
-                kill(KillReason::Setup, &mut out);
-            }
+            Err(_) => return self.kill(KillReason::Setup),
         }
         let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
         if ready(i_setup) {
-            match read_setup(setup.as_ref().expect("polled")) {
-                SetupEvent::Failure(f) => {
-                    out.setup_failure = Some(f);
-                    kill(KillReason::Setup, &mut out);
-                }
-                SetupEvent::Closed => {
-                    setup = None;
-                    if out.setup_failure.is_none() {
-                        out.exec_at = Some(Instant::now());
-                    }
-                }
-                SetupEvent::Nothing => {}
+            self.on_setup_message();
+        }
+        if ready(i_stdin) {
+            self.feed_stdin();
+        }
+        for (index, i) in i_streams.into_iter().enumerate() {
+            if ready(i) && drain(&mut self.streams[index]) {
+                self.streams[index].fd = None;
             }
-        }
-        if ready(i_stdin) && feed_stdin(stdin.as_ref().expect("polled"), watch.stdin, &mut written) {
-            stdin = None;
-        }
-        for (stream, index) in streams.iter_mut().zip(i_out) {
-            if ready(index) && drain(stream) {
-                stream.fd = None;
-            }
-        }
-        if watch.kill_on_output_limit && out.killed_for.is_none() && streams.iter().any(|s| s.capture.total_bytes() > watch.output_bytes as u64) {
-            kill(KillReason::Output, &mut out);
         }
         if ready(i_cancel) {
-            kill(KillReason::Cancelled, &mut out);
+            self.kill(KillReason::Cancelled);
+        }
+        if ready(i_status) {
+            self.on_status();
         }
         if ready(i_pid) {
-            init_done = true;
-            out.ended_at = Instant::now();
-            drain_until = Some(out.ended_at + DRAIN_TIMEOUT);
+            self.out.init_exited = true;
+            self.on_end();
         }
     }
-    let [stdout, stderr] = streams;
-    out.wait_status = read_wait_status(&status);
-    out.stdout = stdout.capture;
-    out.stderr = stderr.capture;
-    out
-}
 
-/// Wakes up for the deadline, and often enough to check CPU use while the program runs.
-fn poll_timeout(now: Instant, deadline: Instant, running: bool) -> i32 {
-    let until_deadline = deadline.saturating_duration_since(now);
-    let wait = if running { until_deadline.min(Duration::from_millis(10)) } else { until_deadline };
-    wait.as_millis().max(1) as i32
-}
-
-fn read_wait_status(fd: &OwnedFd) -> Option<i32> {
-    set_nonblocking(Some(fd));
-    let mut buf = [0u8; 4];
-    match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
-        Ok(4) => Some(i32::from_le_bytes(buf)),
-        _ => None,
-    }
-}
-
-enum SetupEvent {
-    Failure(SetupFailure),
-    Closed,
-    Nothing,
-}
-
-fn read_setup(fd: &OwnedFd) -> SetupEvent {
-    let mut buf = [0u8; MESSAGE_BYTES];
-    match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
-        Ok(0) => SetupEvent::Closed,
-        Ok(n) => SetupFailure::decode(&buf[..n]).map_or(SetupEvent::Nothing, SetupEvent::Failure),
-        Err(Errno::EINTR | Errno::EAGAIN) => SetupEvent::Nothing,
-        Err(_) => SetupEvent::Closed,
-    }
-}
-
-/// Writes the next piece of stdin; true when stdin is done (all written, or the program
-/// closed its end).
-fn feed_stdin(fd: &OwnedFd, data: &[u8], written: &mut usize) -> bool {
-    match nix::unistd::write(fd, &data[*written..]) {
-        Ok(n) => {
-            *written += n;
-            *written >= data.len()
+    fn on_setup_message(&mut self) {
+        let Some(setup) = &self.setup else { return };
+        let mut buf = [0u8; MESSAGE_BYTES];
+        match nix::unistd::read(setup.as_raw_fd(), &mut buf) {
+            Ok(0) | Err(Errno::ECONNRESET) => {
+                self.setup = None;
+                if self.out.setup_failure.is_none() && self.out.killed_for.is_none() {
+                    self.out.exec_at = Some(Instant::now());
+                }
+            }
+            Ok(n) => {
+                if let Some(failure) = SetupFailure::decode(&buf[..n]) {
+                    self.out.setup_failure = Some(failure);
+                    self.kill(KillReason::Setup);
+                }
+            }
+            Err(Errno::EINTR | Errno::EAGAIN) => {}
+            Err(_) => self.setup = None,
         }
-        Err(Errno::EAGAIN | Errno::EINTR) => false,
-        Err(_) => true,
+    }
+
+    fn on_status(&mut self) {
+        let Some(status) = self.status.take() else { return };
+        let mut buf = [0u8; 4];
+        if let Ok(4) = nix::unistd::read(status.as_raw_fd(), &mut buf) {
+            self.out.wait_status = Some(i32::from_le_bytes(buf));
+            self.on_end();
+        }
+    }
+
+    fn on_end(&mut self) {
+        if self.drain_until.is_none() {
+            self.out.ended_at = Instant::now();
+            self.sample_disk();
+            self.drain_until = Some(self.out.ended_at + DRAIN_TIMEOUT);
+        }
+    }
+
+    /// Writes the next piece of stdin; closes it when all is written or the program closed
+    /// its end.
+    fn feed_stdin(&mut self) {
+        let Some(fd) = &self.stdin else { return };
+        let done = match nix::unistd::write(fd, &self.watch.stdin[self.stdin_written..]) {
+            Ok(n) => {
+                self.stdin_written += n;
+                self.stdin_written >= self.watch.stdin.len()
+            }
+            Err(Errno::EAGAIN | Errno::EINTR) => false,
+            Err(_) => true,
+        };
+        if done {
+            self.stdin = None;
+        }
     }
 }
 

@@ -9,8 +9,9 @@ pub fn resolve_limits(requested: &Limits, runtime: &Runtime) -> Result<ResolvedL
     for (i, (name, value)) in requested.fields().into_iter().enumerate() {
         let Some(value) = value else { continue };
         let field = format!("limits.{name}");
-        if value == 0 {
-            return Err(ValidationError::new(field, "must be above 0"));
+        let minimum = minimum_of(name);
+        if value < minimum {
+            return Err(ValidationError::new(field, format!("{value} is below the minimum of {minimum}")));
         }
         let (_, maximum) = max[i];
         if value > maximum {
@@ -19,6 +20,18 @@ pub fn resolve_limits(requested: &Limits, runtime: &Runtime) -> Result<ResolvedL
         *field_mut(&mut resolved, name) = value;
     }
     Ok(resolved)
+}
+
+/// The smallest value with which a program can start at all. A request below it is refused
+/// here rather than failing later as if runbox had broken.
+fn minimum_of(name: &str) -> u64 {
+    match name {
+        // A dynamically linked shell needs about this much to exec.
+        "memory_bytes" => 4 << 20,
+        "disk_bytes" => 64 << 10,
+        "open_files" => 8,
+        _ => 1,
+    }
 }
 
 fn field_mut<'a>(limits: &'a mut ResolvedLimits, name: &str) -> &'a mut u64 {

@@ -4,15 +4,16 @@
 //! that was refused before anything was created.
 
 mod output;
+mod result;
 mod verdict;
 
-use std::os::fd::BorrowedFd;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use result::millis;
 
-use runbox_contract::{
-    CleanupReport, ErrorInfo, LimitKind, RequestBounds, RunRequest, RunResult, RuntimeInfo, Timings, Usage, ValidationError, Verdict,
-};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use runbox_contract::{RequestBounds, ResolvedLimits, RunRequest, RunResult, Timings, ValidationError, Verdict};
 use runbox_linux::seccomp::SeccompFilter;
 use runbox_linux::{RunDirs, StepOutcome, StepSpec, prepare_root, run_step};
 use runbox_plan::{ExecPlan, StepPlan};
@@ -65,10 +66,11 @@ pub enum RunnerError {
 /// enough for ordinary use, few enough that a file-count bomb ends in ENOSPC.
 const BYTES_PER_INODE: u64 = 4096;
 const MIN_INODES: u64 = 256;
-/// Room the read-only root skeleton takes on the run's filesystem (a few dirs, links and the
-/// synthesized /etc files), added on top so `disk_bytes` stays the program's own room.
+/// Inodes the read-only root skeleton takes on the run's filesystem (a few dirs, links and the
+/// synthesized /etc files), added on top so the program keeps its own share. Its bytes (a few
+/// KiB) come out of `disk_bytes`, the size of the whole filesystem, so that RLIMIT_FSIZE at
+/// `disk_bytes` can never fire before the filesystem is full.
 const SKELETON_INODES: u64 = 64;
-const SKELETON_BYTES: u64 = 64 << 10;
 
 impl Runner {
     pub fn new(allowlist: Allowlist, config: RunnerConfig) -> Result<Runner, RunnerError> {
@@ -100,22 +102,22 @@ impl Runner {
         let workspace = Workspace::create(&WorkspaceSpec {
             state_dir: self.config.state_dir.clone(),
             run_id: run_id.clone(),
-            disk_bytes: disk_bytes + SKELETON_BYTES,
+            disk_bytes,
             inodes: (disk_bytes / BYTES_PER_INODE).max(MIN_INODES) + SKELETON_INODES,
             owner_uid: host_id,
             owner_gid: host_id,
         });
         let workspace = match workspace {
             Ok(ws) => ws,
-            Err(e) => return Ok(self.failed_before_start(&plan, runtime, begun, "workspace", e.to_string())),
+            Err(e) => return Ok(result::failed_before_start(&plan, runtime, begun, "workspace", e.to_string())),
         };
         if let Err(e) = workspace.write_inputs(&files) {
             let cleanup = workspace.remove();
             if e.is_disk_full() && cleanup.is_ok() {
                 return Err(ValidationError::new("files", format!("the files do not fit in limits.disk_bytes ({disk_bytes} bytes); send smaller files or raise the limit")));
             }
-            let mut result = self.failed_before_start(&plan, runtime, begun, "workspace", e.to_string());
-            result.cleanup = cleanup_report(cleanup.err().map(|e| e.to_string()).into_iter().collect());
+            let mut result = result::failed_before_start(&plan, runtime, begun, "workspace", e.to_string());
+            result.cleanup = result::cleanup_report(cleanup.err().map(|e| e.to_string()).into_iter().collect());
             return Ok(result);
         }
         Ok(self.run_in(&plan, runtime, workspace, host_id, cancel, begun))
@@ -126,8 +128,8 @@ impl Runner {
         let root = match prepare_root(workspace.root_dir(), &plan.root, &dirs) {
             Ok(root) => root,
             Err(e) => {
-                let mut result = self.failed_before_start(plan, runtime, begun, "root", e.to_string());
-                result.cleanup = cleanup_report(workspace.remove().err().map(|e| e.to_string()).into_iter().collect());
+                let mut result = result::failed_before_start(plan, runtime, begun, "root", e.to_string());
+                result.cleanup = result::cleanup_report(workspace.remove().err().map(|e| e.to_string()).into_iter().collect());
                 return result;
             }
         };
@@ -147,112 +149,46 @@ impl Runner {
                 host_gid: host_id,
                 seccomp: self.seccomp,
                 cancel,
+                disk: Some(workspace.workspace_fd().as_fd()),
             })
         };
+        let disk_full = || workspace.disk_usage().map(|u| u.full).unwrap_or(false);
         let mut cleanup_errors = Vec::new();
-        let mut build_failed = None;
+        let mut failed_build = None;
         if let Some(build) = &plan.build {
-            let outcome = step(&format!("{}-build", plan.run_id), build, &[]);
-            cleanup_errors.extend(outcome.cleanup_errors.iter().cloned());
-            let disk_full = workspace.disk_usage().map(|u| u.full).unwrap_or(false);
-            if judge(&outcome, build.limits, disk_full).verdict != Verdict::Ok {
-                build_failed = Some((outcome, disk_full));
+            let mut outcome = step(&format!("{}-build", plan.run_id), build, &[]);
+            cleanup_errors.extend(outcome.take_teardown().finish());
+            let full = disk_full();
+            if judge(&outcome, build.limits, full).verdict != Verdict::Ok {
+                failed_build = Some(Finished { outcome, disk_full: full, step: "build", limits: build.limits });
             }
         }
-        let (outcome, disk_full, step_name, limits) = match build_failed {
-            Some((outcome, disk_full)) => (outcome, disk_full, "build", plan.build.as_ref().expect("build ran").limits),
-            None => {
-                let outcome = step(&plan.run_id, &plan.program, &plan.stdin);
-                let disk_full = workspace.disk_usage().map(|u| u.full).unwrap_or(false);
-                (outcome, disk_full, "run", plan.program.limits)
-            }
-        };
-        let setup_done = begun.elapsed().saturating_sub(outcome.run_time);
+        let mut finished = failed_build.unwrap_or_else(|| {
+            let outcome = step(&plan.run_id, &plan.program, &plan.stdin);
+            Finished { outcome, disk_full: disk_full(), step: "run", limits: plan.program.limits }
+        });
+        let setup_time = begun.elapsed().saturating_sub(finished.outcome.run_time);
         let cleanup_begun = Instant::now();
+        // Collected while the kernel dismantles the sandbox's namespaces.
         let report = workspace.collect_artifacts(&self.config.artifact_caps);
-        cleanup_errors.extend(outcome.cleanup_errors.iter().cloned());
+        cleanup_errors.append(&mut finished.outcome.cleanup_errors);
         if self.config.keep_workspace {
             workspace.keep();
         } else if let Err(e) = workspace.remove() {
             cleanup_errors.push(format!("remove workspace: {e}"));
         }
-        let judged = judge(&outcome, limits, disk_full);
-        let mut limits_hit = judged.limits_hit;
-        if report.truncated {
-            limits_hit.push(LimitKind::Artifacts);
-        }
-        RunResult {
-            run_id: plan.run_id.clone(),
-            verdict: judged.verdict,
-            exit_code: judged.exit_code,
-            signal: judged.signal,
-            stdout: output::stream(&outcome.stdout, &plan.secrets, limits.output_bytes),
-            stderr: output::stream(&outcome.stderr, &plan.secrets, limits.output_bytes),
-            artifacts: report.artifacts,
-            artifacts_truncated: report.truncated,
-            artifacts_skipped: report.skipped,
-            usage: usage(&outcome),
-            limits,
-            limits_hit,
-            isolation: isolation(&outcome, disk_bytes_layer(limits.disk_bytes)),
-            runtime: runtime_info(runtime),
-            timings: Timings { setup_ms: millis(setup_done), run_ms: millis(outcome.run_time), cleanup_ms: millis(cleanup_begun.elapsed()) },
-            cleanup: cleanup_report(cleanup_errors),
-            error: outcome.failure.as_ref().map(|f| ErrorInfo { code: f.code.to_string(), message: output::redact_text(&f.message, &plan.secrets) }),
-            step: step_name.to_string(),
-        }
-    }
-
-    fn failed_before_start(&self, plan: &ExecPlan, runtime: &Runtime, begun: Instant, code: &str, message: String) -> RunResult {
-        RunResult {
-            run_id: plan.run_id.clone(),
-            verdict: Verdict::SandboxError,
-            exit_code: None,
-            signal: None,
-            stdout: Default::default(),
-            stderr: Default::default(),
-            artifacts: Vec::new(),
-            artifacts_truncated: false,
-            artifacts_skipped: Vec::new(),
-            usage: Usage::default(),
-            limits: plan.program.limits,
-            limits_hit: Vec::new(),
-            isolation: Vec::new(),
-            runtime: runtime_info(runtime),
-            timings: Timings { setup_ms: millis(begun.elapsed()), run_ms: 0, cleanup_ms: 0 },
-            cleanup: cleanup_report(Vec::new()),
-            error: Some(ErrorInfo { code: code.to_string(), message }),
-            step: "run".to_string(),
-        }
+        cleanup_errors.extend(finished.outcome.take_teardown().finish());
+        let timings = Timings { setup_ms: millis(setup_time), run_ms: millis(finished.outcome.run_time), cleanup_ms: millis(cleanup_begun.elapsed()) };
+        result::assemble(plan, runtime, &finished, report, timings, cleanup_errors)
     }
 }
 
-fn isolation(outcome: &StepOutcome, disk_layer: String) -> Vec<String> {
-    let mut layers = outcome.isolation.clone();
-    if !layers.is_empty() {
-        layers.push(disk_layer);
-    }
-    layers
-}
-
-fn disk_bytes_layer(disk_bytes: u64) -> String {
-    format!("tmpfs_workspace:{disk_bytes}_bytes")
-}
-
-fn usage(outcome: &StepOutcome) -> Usage {
-    Usage { wall_time_ms: millis(outcome.run_time), cpu_time_ms: outcome.cpu_time_ns / 1_000_000, peak_memory_bytes: outcome.peak_memory_bytes }
-}
-
-fn runtime_info(runtime: &Runtime) -> RuntimeInfo {
-    RuntimeInfo { id: runtime.id.clone(), kind: runtime.kind.as_str().into(), definition_sha256: runtime.definition_sha256.clone() }
-}
-
-fn cleanup_report(errors: Vec<String>) -> CleanupReport {
-    CleanupReport { ok: errors.is_empty(), error: (!errors.is_empty()).then(|| errors.join("; ")) }
-}
-
-fn millis(d: Duration) -> u64 {
-    d.as_millis() as u64
+/// The step whose outcome the result reports.
+pub(crate) struct Finished {
+    pub outcome: StepOutcome,
+    pub disk_full: bool,
+    pub step: &'static str,
+    pub limits: ResolvedLimits,
 }
 
 /// 128 random bits in hex: unique, and unguessable by another tenant.

@@ -13,7 +13,8 @@ pub struct StepVerdict {
     pub limits_hit: Vec<LimitKind>,
 }
 
-/// Judges one step. `disk_full` is the state of the run's filesystem after the step.
+/// Judges one step. `disk_full` is the state of the run's filesystem after the step; a fill
+/// that the program undid is caught by the samples taken while it ran.
 pub fn judge(outcome: &StepOutcome, limits: ResolvedLimits, disk_full: bool) -> StepVerdict {
     let (exit_code, signal) = match outcome.exit {
         Exit::Code(code) => (Some(code), None),
@@ -21,8 +22,13 @@ pub fn judge(outcome: &StepOutcome, limits: ResolvedLimits, disk_full: bool) -> 
         Exit::Unknown => (None, None),
     };
     let cpu_exhausted = outcome.cpu_time_ns >= limits.cpu_time_ms.saturating_mul(1_000_000);
-    let hit_cpu = outcome.killed_for == Some(KillReason::CpuTime) || signal == Some(libc::SIGXCPU) || (signal == Some(libc::SIGKILL) && cpu_exhausted && outcome.killed_for.is_none());
-    let hit_disk = disk_full || signal == Some(libc::SIGXFSZ);
+    // RLIMIT_CPU's SIGXCPU (or its SIGKILL) counts only when the run really used its CPU
+    // time: a program can send itself SIGXCPU, and that is its own signal.
+    let hit_cpu = outcome.killed_for == Some(KillReason::CpuTime)
+        || (cpu_exhausted && outcome.killed_for.is_none() && matches!(signal, Some(libc::SIGXCPU | libc::SIGKILL)));
+    // Likewise RLIMIT_FSIZE's SIGXFSZ counts only when the disk was really used up.
+    let disk_used_up = outcome.disk_peak_used_bytes >= limits.disk_bytes;
+    let hit_disk = disk_full || outcome.disk_full_seen || (signal == Some(libc::SIGXFSZ) && disk_used_up);
     let truncated = outcome.stdout.truncated() || outcome.stderr.truncated();
     let mut limits_hit = Vec::new();
     let mut note = |hit: bool, kind: LimitKind| {

@@ -140,7 +140,9 @@ impl Workspace {
         &self.root_dir
     }
 
-    pub(crate) fn workspace_fd(&self) -> &OwnedFd {
+    /// A descriptor of the workspace directory, open for the workspace's whole life: the
+    /// tmpfs it sits on can be sampled (fstatvfs) without any path lookup.
+    pub fn workspace_fd(&self) -> &OwnedFd {
         &self.workspace_fd
     }
 
