@@ -70,7 +70,12 @@ fn cgroup_check() -> Check {
         .iter()
         .map(|c| format!("{}{}", c.name, if c.path.is_some() { "" } else if c.required { " (MISSING)" } else { " (absent, optional)" }))
         .collect();
-    let detail = format!("{:?}: {}", support.version, found.join(", "));
+    let version = match support.version {
+        Some(runbox_linux::cgroup::CgroupVersion::V1) => "cgroup v1",
+        Some(runbox_linux::cgroup::CgroupVersion::V2) => "cgroup v2",
+        None => "no cgroup filesystem",
+    };
+    let detail = format!("{version}: {}", found.join(", "));
     match support.problem {
         None => check("cgroups", true, detail, None),
         Some(problem) => Check { name: "cgroups", ok: false, detail, fix: Some(problem) },

@@ -32,7 +32,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run code: from a JSON RunRequest (--request) or from flags.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// List the allowlisted runtimes and whether each is usable here.
     Runtimes {
         #[arg(long)]
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) => run::main(args, allowlist, cli.state_dir),
+        Command::Run(args) => run::main(*args, allowlist, cli.state_dir),
         Command::Runtimes { json } => runtimes::main(&allowlist, json),
         Command::Doctor { json } => doctor::main(allowlist, cli.state_dir, json),
         Command::Schema { which } => {

@@ -101,10 +101,8 @@ impl Teardown {
             let _ = nix::sys::wait::waitpid(init, None);
         }
         let mut errors = Vec::new();
-        if let Some(cgroup) = self.cgroup.take() {
-            if let Err(e) = cgroup.remove() {
-                errors.push(format!("remove cgroup: {e}"));
-            }
+        if let Some(Err(e)) = self.cgroup.take().map(RunCgroup::remove) {
+            errors.push(format!("remove cgroup: {e}"));
         }
         errors
     }
