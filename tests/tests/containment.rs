@@ -1,10 +1,7 @@
 //! Escape and containment tests. Probe programs (tests/probes/) run inside the sandbox and
 //! report, as JSON or one line per attempt, what they could and could not do; each test checks
 //! that report and, where the promise is about the host, the host's own state.
-//!
-//! Tests marked `#[ignore = "weakness: ..."]` fail against the current runbox: each documents
-//! a gap found by these tests. Run them with `cargo test -p runbox-tests --test containment --
-//! --ignored`.
+
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -699,14 +696,12 @@ fn hostname_is_runbox_and_the_hosts_is_untouched() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Weaknesses found by these tests: they fail against the current runbox.
+// init is a copy of the supervisor: it must hold nothing of the host.
 
-/// pid 1 of the sandbox is a fork of the runbox supervisor that never execs, so it keeps
-/// every descriptor the supervisor had: its stdin/stdout/stderr, anything its caller leaked
-/// into it, the workspace directory, cgroup files. Only the kernel's dumpable flag (reset by
-/// the uid switch, per fs.suid_dumpable) keeps the program from /proc/1/fd.
+/// pid 1 of the sandbox is a fork of the runbox supervisor that never execs, so it would keep
+/// every descriptor the supervisor had (its stdio, anything its caller leaked into it, the
+/// workspace directory, cgroup files) unless it closes them: it keeps only its channels.
 #[test]
-#[ignore = "weakness: the sandbox's init keeps runbox's inherited host descriptors (child.rs init_main closes only its four channel fds)"]
 fn sandbox_init_keeps_no_host_descriptors() {
     let dir = tempfile::Builder::new().prefix("runbox-fd-").tempdir_in("/tmp").expect("tempdir");
     let canary = Canary::new(dir.path().join("inherited.txt"), format!("runbox-inherited-{}\n", nonce()));
@@ -739,12 +734,12 @@ impl Drop for Sysctl {
     }
 }
 
-/// With fs.suid_dumpable=1 (a documented admin/debug setting) the uid switch leaves the
-/// sandbox's init dumpable, and the program, with the same uid, can read its environment
-/// (runbox's host environment) and open its descriptors: here fd 8, the host's `/`.
-/// Changes a host-wide sysctl for the length of one run; run it alone.
+/// With fs.suid_dumpable=1 (a documented admin/debug setting) the uid switch alone would leave
+/// the sandbox's init dumpable, and the program, with the same uid, could read its environment
+/// (runbox's host environment) and open its descriptors. init makes itself undumpable.
+/// Changes a host-wide sysctl for the length of one run, under a lock that keeps the tests
+/// that assume /proc/1 is closed from running meanwhile.
 #[test]
-#[ignore = "weakness: init does not set PR_SET_DUMPABLE=0 itself; with fs.suid_dumpable=1 the program reads /proc/1/environ and /proc/1/fd (changes a host sysctl; run alone)"]
 fn init_stays_closed_when_the_host_allows_suid_dumps() {
     let dir = tempfile::Builder::new().prefix("runbox-fd-").tempdir_in("/tmp").expect("tempdir");
     let canary = Canary::new(dir.path().join("inherited.txt"), format!("runbox-inherited-{}\n", nonce()));
@@ -755,7 +750,7 @@ fn init_stays_closed_when_the_host_allows_suid_dumps() {
     fs::write(path, "1").expect("set fs.suid_dumpable=1");
     let script = "for f in /proc/1/environ /proc/1/fd/7 /proc/1/fd/8/etc/hostname; do \
                   if head -c 4096 $f >/dev/null 2>&1; then echo \"$f readable\"; fi; done\n\
-                  tr '\\0' '\\n' </proc/1/environ 2>/dev/null | grep RUNBOX_TEST_HOST_SECRET\ncat /proc/1/fd/7 2>/dev/null\n";
+                  (tr '\\0' '\\n' </proc/1/environ | grep RUNBOX_TEST_HOST_SECRET) 2>/dev/null\ncat /proc/1/fd/7 2>/dev/null\nexit 0\n";
     let rb = Runbox::new();
     let ran = rb.spawn_run(&sh(script), |cmd| {
         cmd.env("RUNBOX_TEST_HOST_SECRET", &secret);
@@ -767,11 +762,10 @@ fn init_stays_closed_when_the_host_allows_suid_dumps() {
     assert_eq!(stdout_text(&result), "", "the program reached its init's host state");
 }
 
-/// pid 1 inside is runbox itself, forked without exec, and /proc/<pid>/cmdline is readable
-/// by anyone: the program reads runbox's host command line (state dir, and whatever else its
-/// caller passed as arguments: --env and --secret values, a service's flags).
+/// pid 1 inside is runbox itself, forked without exec, and /proc/<pid>/cmdline is readable by
+/// anyone: init scrubs its copy of runbox's command line (state dir, --env and --secret values,
+/// a service's flags) and environment, and shows `runbox-init`.
 #[test]
-#[ignore = "weakness: /proc/1/cmdline shows runbox's host command line to the program"]
 fn supervisor_command_line_is_not_visible_inside() {
     let rb = Runbox::new();
     let result = assert_verdict(&rb.run(&sh("tr '\\0' ' ' </proc/1/cmdline")), Verdict::Ok);

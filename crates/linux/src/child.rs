@@ -29,6 +29,8 @@ pub struct ChildPlan<'a> {
     pub exec: &'a ExecArgs,
     pub rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     pub seccomp: &'a SeccompFilter,
+    /// Where the supervisor's argv and environment strings are, to scrub them in init.
+    pub command_line_areas: Option<[(usize, usize); 2]>,
 }
 
 /// The child's ends of the channels to the supervisor.
@@ -73,6 +75,14 @@ fn at(step: Step) -> impl Fn(Errno) -> (Step, Errno, u32) {
 
 /// Entry point of pid 1. Never returns.
 pub fn init_main(plan: &ChildPlan, fds: ChildFds) -> ! {
+    // init is a copy of the supervisor that never execs: it must not keep the supervisor's
+    // descriptors, and its command line and environment must not show through /proc/1.
+    if let Err(errno) = close_all_but(&[fds.setup, fds.status, fds.stdin, fds.stdout, fds.stderr]) {
+        report_and_exit(fds.setup, Step::CloseFds, errno, 0);
+    }
+    if let Some(areas) = plan.command_line_areas {
+        process::scrub_command_line(areas, b"runbox-init");
+    }
     if let Err((step, errno, detail)) = setup_namespaces(plan, fds) {
         report_and_exit(fds.setup, step, errno, detail);
     }
@@ -141,7 +151,25 @@ fn drop_privileges(plan: &ChildPlan) -> StepResult {
     process::drop_bounding_and_ambient_capabilities().map_err(at(Step::DropCapabilities))?;
     setresuid(uid, uid, uid).map_err(at(Step::SetUid))?;
     process::clear_capability_sets().map_err(at(Step::DropCapabilities))?;
-    process::set_no_new_privs().map_err(at(Step::NoNewPrivs))
+    process::set_no_new_privs().map_err(at(Step::NoNewPrivs))?;
+    // The uid switch made us dumpable or not according to the host's fs.suid_dumpable; a
+    // dumpable init would let the program read /proc/1/mem, environ and fd. The program
+    // itself becomes dumpable again at execve, as any process of its own uid.
+    process::set_not_dumpable().map_err(at(Step::NotDumpable))
+}
+
+/// Closes every descriptor except `keep`.
+fn close_all_but(keep: &[RawFd]) -> Result<(), Errno> {
+    let mut keep: Vec<u32> = keep.iter().map(|&fd| fd as u32).collect();
+    keep.sort_unstable();
+    let mut next = 0u32;
+    for fd in keep {
+        if fd > next {
+            process::close_range(next, fd - 1)?;
+        }
+        next = fd + 1;
+    }
+    process::close_range(next, u32::MAX)
 }
 
 fn apply_mount(op: &MountOp) -> Result<(), Errno> {
@@ -216,9 +244,7 @@ fn prepare_program(plan: &ChildPlan, fds: ChildFds) -> StepResult {
         process::set_rlimit(resource, value).map_err(|e| (Step::Rlimits, e, resource))?;
     }
     // Everything but stdio and the setup socket (close-on-exec: it reports a failed exec).
-    let setup = fds.setup as u32;
-    process::close_range(3, setup - 1).map_err(at(Step::CloseFds))?;
-    process::close_range(setup + 1, u32::MAX).map_err(at(Step::CloseFds))?;
+    close_all_but(&[0, 1, 2, fds.setup]).map_err(at(Step::CloseFds))?;
     // Last before execve: the filter forbids syscalls the steps above need.
     plan.seccomp.install().map_err(at(Step::Seccomp))
 }

@@ -25,6 +25,7 @@ pub enum Step {
     SetUid,
     DropCapabilities,
     NoNewPrivs,
+    NotDumpable,
     ForkProgram,
     NewSession,
     Signals,
@@ -36,10 +37,10 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 24] = [
+    pub const ALL: [Step; 25] = [
         Step::WaitForParent, Step::ParentDeathSignal, Step::CgroupNamespace, Step::PrivateMounts, Step::BindRoot,
         Step::MountEntry, Step::PivotRoot, Step::ReadOnlyRoot, Step::Hostname, Step::Loopback, Step::Chdir,
-        Step::DropGroups, Step::SetGid, Step::SetUid, Step::DropCapabilities, Step::NoNewPrivs, Step::ForkProgram,
+        Step::DropGroups, Step::SetGid, Step::SetUid, Step::DropCapabilities, Step::NoNewPrivs, Step::NotDumpable, Step::ForkProgram,
         Step::NewSession, Step::Signals, Step::Stdio, Step::Rlimits, Step::CloseFds, Step::Seccomp, Step::Exec,
     ];
 
@@ -61,6 +62,7 @@ impl Step {
             Step::SetUid => "set the uid",
             Step::DropCapabilities => "drop capabilities",
             Step::NoNewPrivs => "set no_new_privs",
+            Step::NotDumpable => "make init undumpable",
             Step::ForkProgram => "fork the program",
             Step::NewSession => "start a new session",
             Step::Signals => "reset signals",

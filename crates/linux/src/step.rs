@@ -132,6 +132,7 @@ pub fn run_step(spec: &StepSpec) -> StepOutcome {
         exec: &exec,
         rlimits: rlimits(&spec.limits),
         seccomp: spec.seccomp,
+        command_line_areas: process::command_line_areas(),
     };
     let mut outcome = StepOutcome::never_ran(failure("setup", "not started"));
     let init = match spawn::start(&plan, &cgroup, spec.host_uid, spec.host_gid) {

@@ -229,3 +229,45 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> Result<usize, Errno> {
 pub fn thread_count() -> std::io::Result<usize> {
     Ok(std::fs::read_dir("/proc/thread-self/..")?.count())
 }
+
+/// prctl(PR_SET_DUMPABLE, 0): /proc/<pid>/{mem,environ,fd,...} of this process become
+/// root-only, whatever the host's fs.suid_dumpable says.
+pub fn set_not_dumpable() -> Result<(), Errno> {
+    // SAFETY: takes integers only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// Overwrites this process's argv and environment strings in place, so that
+/// /proc/<pid>/cmdline and environ show `name` instead of the supervisor's command line.
+/// `areas` are the `[start, end)` ranges from /proc/self/stat (fields 48 to 51).
+///
+/// # Contract
+/// Nothing may read argv or the environment afterwards (std::env, getenv): their strings
+/// are gone. Only for a process that will never exec, i.e. the sandbox's init.
+pub fn scrub_command_line(areas: [(usize, usize); 2], name: &[u8]) {
+    for (start, end) in areas {
+        if start == 0 || end <= start {
+            continue;
+        }
+        // SAFETY: the kernel reports these ranges as this process's argv and environment
+        // strings, which live on the initial stack, mapped readable and writable for the whole
+        // life of the process. std and libc keep pointers into them but, per the contract
+        // above, nothing dereferences those pointers again.
+        unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+    }
+    let (start, end) = areas[0];
+    if start != 0 && end > start + name.len() {
+        // SAFETY: as above; `name` fits in the argv range with room for its terminating NUL.
+        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr(), start as *mut u8, name.len()) };
+    }
+}
+
+/// Reads the argv and environment ranges of this process from /proc/self/stat.
+pub fn command_line_areas() -> Option<[(usize, usize); 2]> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // Field 3 (state) is index 0 here, so field N is index N - 3 (proc_pid_stat(5)).
+    let field = |n: usize| fields.get(n - 3)?.parse::<usize>().ok();
+    Some([(field(48)?, field(49)?), (field(50)?, field(51)?)])
+}
