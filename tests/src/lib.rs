@@ -39,7 +39,8 @@ pub struct Ran {
 impl Ran {
     /// The RunResult; panics with the raw output when the run was rejected.
     pub fn result(&self) -> RunResult {
-        serde_json::from_value(self.json.clone()).unwrap_or_else(|e| panic!("not a RunResult ({e}): {}\nstderr: {}", self.json, self.stderr))
+        serde_json::from_value(self.json.clone())
+            .unwrap_or_else(|e| panic!("not a RunResult ({e}): {}\nstderr: {}", self.json, self.stderr))
     }
 
     /// The rejection's (field, message); panics when the request ran.
@@ -106,8 +107,14 @@ impl Runbox {
 
 fn parse(output: Output) -> Ran {
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr)));
-    Ran { exit_code: output.status.code().unwrap_or(-1), json, stderr: String::from_utf8_lossy(&output.stderr).into_owned() }
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr))
+    });
+    Ran {
+        exit_code: output.status.code().unwrap_or(-1),
+        json,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 /// A request running `code` with `runtime` as its default entrypoint.
@@ -146,7 +153,13 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[track_caller]
 pub fn assert_verdict(ran: &Ran, verdict: Verdict) -> RunResult {
     let result = ran.result();
-    assert_eq!(result.verdict, verdict, "result: {}\nstderr: {}", serde_json::to_string_pretty(&ran.json).unwrap_or_default(), ran.stderr);
+    assert_eq!(
+        result.verdict,
+        verdict,
+        "result: {}\nstderr: {}",
+        serde_json::to_string_pretty(&ran.json).unwrap_or_default(),
+        ran.stderr
+    );
     result
 }
 
@@ -181,10 +194,18 @@ impl Runbox {
     /// `configure` may change the command first (environment, `pre_exec`).
     pub fn spawn_run(&self, request: &Value, configure: impl FnOnce(&mut Command)) -> Running {
         let mut cmd = self.command();
-        cmd.args(["run", "--json", "--request", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(["run", "--json", "--request", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         configure(&mut cmd);
         let mut child = cmd.spawn().expect("spawn runbox");
-        child.stdin.take().expect("stdin").write_all(&serde_json::to_vec(request).expect("json")).expect("write request");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&serde_json::to_vec(request).expect("json"))
+            .expect("write request");
         Running { child: Some(child) }
     }
 }

@@ -37,7 +37,8 @@ fn assert_sorted(result: &RunResult) {
 
 fn random_hex() -> String {
     let mut bytes = [0u8; 16];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").expect("urandom"), &mut bytes).expect("read urandom");
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").expect("urandom"), &mut bytes)
+        .expect("read urandom");
     hex::encode(bytes)
 }
 
@@ -112,7 +113,8 @@ ln -s /nowhere/at/all dangling
     let result = assert_verdict(&ran, Verdict::Ok);
 
     for link in ["passwd", "canary", "etc_dir", "real_dir_link", "real_file_link", "dangling"] {
-        let entry = skipped(&result, link).unwrap_or_else(|| panic!("{link} not in artifacts_skipped: {:?}", result.artifacts_skipped));
+        let entry = skipped(&result, link)
+            .unwrap_or_else(|| panic!("{link} not in artifacts_skipped: {:?}", result.artifacts_skipped));
         assert_eq!(entry.reason, "symlink", "{entry:?}");
         assert_eq!(entry.size_bytes, None, "a symlink has no size to report: {entry:?}");
     }
@@ -147,13 +149,21 @@ with open("/".join(["d"] * 10) + "/shallow.txt", "w") as f: f.write("ok")
     let result = assert_verdict(&ran, Verdict::Ok);
     assert!(elapsed < PROMPT, "the run took {elapsed:?}; a FIFO must never be opened");
 
-    for (path, reason) in [("pipe", "fifo"), ("sub/pipe", "fifo"), ("sock", "socket"), ("bad-\u{fffd}-name", "non_utf8_name")] {
-        let entry = skipped(&result, path).unwrap_or_else(|| panic!("{path} not in artifacts_skipped: {:?}", result.artifacts_skipped));
+    for (path, reason) in
+        [("pipe", "fifo"), ("sub/pipe", "fifo"), ("sock", "socket"), ("bad-\u{fffd}-name", "non_utf8_name")]
+    {
+        let entry = skipped(&result, path)
+            .unwrap_or_else(|| panic!("{path} not in artifacts_skipped: {:?}", result.artifacts_skipped));
         assert_eq!(entry.reason, reason, "{entry:?}");
     }
     let too_deep: Vec<&SkippedArtifact> = result.artifacts_skipped.iter().filter(|s| s.reason == "too_deep").collect();
     assert_eq!(too_deep.len(), 1, "{:?}", result.artifacts_skipped);
-    assert_eq!(too_deep[0].path.split('/').count(), 65, "the first directory not entered is at depth 65: {:?}", too_deep[0]);
+    assert_eq!(
+        too_deep[0].path.split('/').count(),
+        65,
+        "the first directory not entered is at depth 65: {:?}",
+        too_deep[0]
+    );
     let shallow = format!("{}/shallow.txt", ["d"; 10].join("/"));
     assert_eq!(artifact(&result, &shallow), Some(&expected(&shallow, b"ok")));
     assert!(artifact(&result, "pipe").is_none() && artifact(&result, "sock").is_none());
@@ -170,7 +180,8 @@ fn a_sparse_file_past_the_hash_budget_is_skipped_unread() {
     let elapsed = began.elapsed();
     let result = assert_verdict(&ran, Verdict::Ok);
 
-    let big = skipped(&result, "big").unwrap_or_else(|| panic!("big not skipped: {:?} {:?}", result.artifacts, result.artifacts_skipped));
+    let big = skipped(&result, "big")
+        .unwrap_or_else(|| panic!("big not skipped: {:?} {:?}", result.artifacts, result.artifacts_skipped));
     assert_eq!(big.reason, "too_large");
     assert_eq!(big.size_bytes, Some(SIZE));
     assert!(artifact(&result, "big").is_none());
@@ -228,7 +239,8 @@ fn the_hash_budget_lists_what_fits_and_skips_the_rest() {
     assert_eq!(hashed.len(), 1, "exactly one 40 MiB file fits the budget: {:?}", result.artifacts);
     assert_eq!((hashed[0].size_bytes, hashed[0].sha256.as_str()), (SIZE as u64, zeros.as_str()));
     let other = if hashed[0].path == "a" { "b" } else { "a" };
-    let entry = skipped(&result, other).unwrap_or_else(|| panic!("{other} not skipped: {:?}", result.artifacts_skipped));
+    let entry =
+        skipped(&result, other).unwrap_or_else(|| panic!("{other} not skipped: {:?}", result.artifacts_skipped));
     assert_eq!((entry.reason.as_str(), entry.size_bytes), ("over_total_bytes", Some(SIZE as u64)));
     // The budget left still takes a small file, wherever the walk met it.
     assert_eq!(artifact(&result, "small"), Some(&expected("small", b"small\n")));
@@ -310,7 +322,12 @@ fn executable_inputs_run_directly_and_others_do_not() {
     });
     let ran = Runbox::new().run(&request);
     let result = assert_verdict(&ran, Verdict::Ok);
-    assert_eq!(stdout_text(&result), "tool ran with one\ntool=0\nplain=126\n755 tool.sh\n644 plain.sh\n", "stderr: {}", stderr_text(&result));
+    assert_eq!(
+        stdout_text(&result),
+        "tool ran with one\ntool=0\nplain=126\n755 tool.sh\n644 plain.sh\n",
+        "stderr: {}",
+        stderr_text(&result)
+    );
 }
 
 #[test]

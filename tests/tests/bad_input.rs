@@ -62,7 +62,12 @@ fn sh_with_files(extra: Value) -> Value {
 fn mounts_under(dir: &std::path::Path) -> Vec<String> {
     let dir = dir.canonicalize().expect("canonical state dir");
     let needle = dir.to_str().expect("utf-8 path");
-    std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo").lines().filter(|l| l.contains(needle)).map(str::to_owned).collect()
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_owned)
+        .collect()
 }
 
 // ---- the body ----
@@ -159,9 +164,15 @@ fn run_streamed(rb: &Runbox, body: Vec<u8>) -> Ran {
     let output = child.wait_with_output().expect("wait runbox");
     writer.join().expect("writer thread");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr)));
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr))
+    });
     // A signal (e.g. the OOM killer) gives no code: -1 here, and the rejection check fails.
-    Ran { exit_code: output.status.code().unwrap_or(-1), json, stderr: String::from_utf8_lossy(&output.stderr).into_owned() }
+    Ran {
+        exit_code: output.status.code().unwrap_or(-1),
+        json,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 // ---- paths ----
@@ -194,8 +205,16 @@ fn bad_paths_are_refused_with_the_reason() {
 
 #[test]
 fn duplicate_paths_are_refused() {
-    rejects(&sh_with_files(json!([{"path": "x", "content": "1"}, {"path": "x", "content": "2"}])), Some("files[2].path"), &["duplicate path \"x\"", "once"]);
-    rejects(&sh_with_files(json!([{"path": "main.sh", "content": "again"}])), Some("files[1].path"), &["duplicate path \"main.sh\""]);
+    rejects(
+        &sh_with_files(json!([{"path": "x", "content": "1"}, {"path": "x", "content": "2"}])),
+        Some("files[2].path"),
+        &["duplicate path \"x\"", "once"],
+    );
+    rejects(
+        &sh_with_files(json!([{"path": "main.sh", "content": "again"}])),
+        Some("files[1].path"),
+        &["duplicate path \"main.sh\""],
+    );
 }
 
 #[test]
@@ -239,7 +258,9 @@ fn files_and_stdin_over_32_mib_in_all_are_refused() {
 
     // Stdin counts too: 32 MiB of files less 8 bytes, and 9 bytes of stdin.
     let sixteen_mib = "b".repeat(16 << 20);
-    let mut request = sh_with_files(json!([{"path": "p1", "content": sixteen_mib}, {"path": "p2", "content": sixteen_mib[..(16 << 20) - 8 - "echo ran".len()]}]));
+    let mut request = sh_with_files(
+        json!([{"path": "p1", "content": sixteen_mib}, {"path": "p2", "content": sixteen_mib[..(16 << 20) - 8 - "echo ran".len()]}]),
+    );
     request["stdin"] = json!("123456789");
     rejects(&request, Some("files"), &["33554433 bytes", "at most 33554432"]);
 }
@@ -269,9 +290,17 @@ fn stdin_and_stdin_base64_together_are_refused() {
 #[test]
 fn each_limit_above_the_runtime_maximum_is_refused_with_the_maximum() {
     for (name, max) in SH_MAX {
-        rejects(&with_limit(sh("true"), name, max + 1), Some(&format!("limits.{name}")), &["above the maximum of runtime \"sh\"", &format!("ask for at most {max}")]);
+        rejects(
+            &with_limit(sh("true"), name, max + 1),
+            Some(&format!("limits.{name}")),
+            &["above the maximum of runtime \"sh\"", &format!("ask for at most {max}")],
+        );
     }
-    rejects(&with_limit(sh("true"), "memory_bytes", 1 << 40), Some("limits.memory_bytes"), &["1099511627776", "at most 4294967296"]);
+    rejects(
+        &with_limit(sh("true"), "memory_bytes", 1 << 40),
+        Some("limits.memory_bytes"),
+        &["1099511627776", "at most 4294967296"],
+    );
 }
 
 #[test]
@@ -293,7 +322,11 @@ fn an_unknown_limit_is_named_with_the_known_ones() {
 /// with the minimum, never run into a `sandbox_error`.
 #[test]
 fn a_memory_limit_below_the_minimum_is_refused_with_the_minimum() {
-    rejects(&with_limit(sh("echo ran"), "memory_bytes", 4096), Some("limits.memory_bytes"), &["below the minimum of 4194304"]);
+    rejects(
+        &with_limit(sh("echo ran"), "memory_bytes", 4096),
+        Some("limits.memory_bytes"),
+        &["below the minimum of 4194304"],
+    );
 }
 
 /// `processes` counts the program's own processes (the sandbox's init is not charged to it):
@@ -314,7 +347,11 @@ fn a_process_limit_of_one_runs_the_program_but_refuses_a_fork() {
 
 #[test]
 fn an_entrypoint_not_among_the_files_is_refused_with_the_files_given() {
-    rejects(&request("sh", "run.sh", "echo hi"), Some("entrypoint"), &["\"main.sh\" is not among the files", "run.sh", "set entrypoint"]);
+    rejects(
+        &request("sh", "run.sh", "echo hi"),
+        Some("entrypoint"),
+        &["\"main.sh\" is not among the files", "run.sh", "set entrypoint"],
+    );
     let mut req = sh("echo hi");
     req["entrypoint"] = json!("other.sh");
     rejects(&req, Some("entrypoint"), &["\"other.sh\" is not among the files", "main.sh"]);
@@ -358,7 +395,11 @@ fn a_nul_in_an_argument_is_refused() {
 fn files_that_do_not_fit_in_disk_bytes_are_refused_and_cleaned_up() {
     let rb = Runbox::new();
     let two_mib = vec![1u8; 2 << 20];
-    let request = with_limit(sh_with_files(json!([{"path": "big.bin", "content": base64(&two_mib), "encoding": "base64"}])), "disk_bytes", 1 << 20);
+    let request = with_limit(
+        sh_with_files(json!([{"path": "big.bin", "content": base64(&two_mib), "encoding": "base64"}])),
+        "disk_bytes",
+        1 << 20,
+    );
     let ran = rb.run(&request);
     assert_rejected(&rb, &ran, Some("files"), &["do not fit in limits.disk_bytes", "1048576", "raise the limit"]);
     assert!(mounts_under(rb.state_dir()).is_empty(), "{:?}", mounts_under(rb.state_dir()));
@@ -378,7 +419,10 @@ fn a_size_flag_without_a_known_unit_is_refused_with_the_format() {
     let out = rb.cli(&["run", "--runtime", "python", "--memory", "12X", "--code", "print(1)"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert!(stderr.contains("--memory") && stderr.contains("\"12X\" is not a size") && stderr.contains("256M"), "{stderr}");
+    assert!(
+        stderr.contains("--memory") && stderr.contains("\"12X\" is not a size") && stderr.contains("256M"),
+        "{stderr}"
+    );
     let out = rb.cli(&["run", "--runtime", "python", "--wall-time", "soon", "--code", "print(1)"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
@@ -398,6 +442,9 @@ fn an_env_flag_without_equals_is_refused() {
     let out = rb.cli(&["run", "--json", "--runtime", "python", "--secret", "NOEQUALS", "--code", "print(1)"]);
     let json: Value = serde_json::from_slice(&out.stdout).expect("json error");
     assert_eq!(out.status.code(), Some(2));
-    assert!(json["error"]["message"].as_str().unwrap_or("").contains("--secret \"NOEQUALS\": use NAME=VALUE"), "{json}");
+    assert!(
+        json["error"]["message"].as_str().unwrap_or("").contains("--secret \"NOEQUALS\": use NAME=VALUE"),
+        "{json}"
+    );
     assert!(rb.leftover_runs().is_empty());
 }

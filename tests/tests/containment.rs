@@ -2,7 +2,6 @@
 //! report, as JSON or one line per attempt, what they could and could not do; each test checks
 //! that report and, where the promise is about the host, the host's own state.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::ErrorKind;
@@ -63,7 +62,8 @@ fn python_probe(name: &str, args: &[&str]) -> Value {
 fn probe_report(ran: &Ran) -> Value {
     let result = assert_verdict(ran, Verdict::Ok);
     let text = stdout_text(&result);
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("probe printed no JSON ({e}): {text}\nstderr: {}", stderr_text(&result)))
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("probe printed no JSON ({e}): {text}\nstderr: {}", stderr_text(&result)))
 }
 
 /// Waits until the program has created /workspace/started; returns the run id.
@@ -73,7 +73,11 @@ fn wait_started(rb: &Runbox) -> String {
         if let Some(id) = rb.leftover_runs().into_iter().find(|id| workspace_on_host(rb, id).join("started").exists()) {
             return id;
         }
-        assert!(Instant::now() < deadline, "the program never created /workspace/started; runs: {:?}", rb.leftover_runs());
+        assert!(
+            Instant::now() < deadline,
+            "the program never created /workspace/started; runs: {:?}",
+            rb.leftover_runs()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -104,12 +108,26 @@ struct HostProcess {
 fn host_processes() -> Vec<HostProcess> {
     let mut all = Vec::new();
     for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(status) = fs::read_to_string(entry.path().join("status")) else { continue };
-        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string()).unwrap_or_default();
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |key: &str| {
+            status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string()).unwrap_or_default()
+        };
         let first = |v: String| v.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(u32::MAX);
-        let cmdline = fs::read(entry.path().join("cmdline")).map(|b| String::from_utf8_lossy(&b).replace('\0', " ")).unwrap_or_default();
-        all.push(HostProcess { pid, ppid: first(field("PPid:")), uid: first(field("Uid:")), name: field("Name:"), cmdline });
+        let cmdline = fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        all.push(HostProcess {
+            pid,
+            ppid: first(field("PPid:")),
+            uid: first(field("Uid:")),
+            name: field("Name:"),
+            cmdline,
+        });
     }
     all
 }
@@ -133,7 +151,10 @@ fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
 fn wait_for_processes(marker: &str, name: &str, uid: u32, count: usize) -> Vec<HostProcess> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        let found: Vec<HostProcess> = host_processes().into_iter().filter(|p| p.cmdline.contains(marker) && p.name == name && p.uid == uid).collect();
+        let found: Vec<HostProcess> = host_processes()
+            .into_iter()
+            .filter(|p| p.cmdline.contains(marker) && p.name == name && p.uid == uid)
+            .collect();
         if found.len() >= count || Instant::now() > deadline {
             return found;
         }
@@ -144,7 +165,8 @@ fn wait_for_processes(marker: &str, name: &str, uid: u32, count: usize) -> Vec<H
 /// The processes of a run and of its cgroups must be gone once runbox has returned.
 #[track_caller]
 fn assert_run_left_nothing(rb: &Runbox, run_id: &str, host_uid: u32, marker: &str) {
-    let left: Vec<HostProcess> = host_processes().into_iter().filter(|p| p.uid == host_uid || p.cmdline.contains(marker)).collect();
+    let left: Vec<HostProcess> =
+        host_processes().into_iter().filter(|p| p.uid == host_uid || p.cmdline.contains(marker)).collect();
     assert!(left.is_empty(), "processes of run {run_id} outlived it: {left:?}");
     for group in [run_id.to_string(), format!("{run_id}-build")] {
         assert!(cgroup_dirs(&group).is_empty(), "cgroup {group} outlived the run: {:?}", cgroup_dirs(&group));
@@ -216,7 +238,11 @@ fn host_files_are_out_of_reach() {
         assert!(["ok", "EROFS", "EACCES"].contains(&made), "{path}: {tries}");
     }
     assert_eq!(errno_of(&report["proc1_root"]), "EACCES", "{report}");
-    assert_eq!(report["control_found_in"], json!(["/workspace/control.txt"]), "the marker search found no control: {report}");
+    assert_eq!(
+        report["control_found_in"],
+        json!(["/workspace/control.txt"]),
+        "the marker search found no control: {report}"
+    );
     assert_eq!(report["marker_found_in"], json!([]), "host canary content visible inside: {report}");
 
     // Host side: the canaries are intact, nothing appeared beside them.
@@ -229,9 +255,13 @@ fn host_files_are_out_of_reach() {
     let result = ran.result();
     let canary_hashes: Vec<String> = canaries.iter().map(|c| sha256_hex(c.content.as_bytes())).collect();
     for artifact in &result.artifacts {
-        assert!(!canary_hashes.contains(&artifact.sha256) && !artifact.path.starts_with("link-"), "artifact reached a host file: {artifact:?}");
+        assert!(
+            !canary_hashes.contains(&artifact.sha256) && !artifact.path.starts_with("link-"),
+            "artifact reached a host file: {artifact:?}"
+        );
     }
-    let skipped: BTreeMap<&str, &str> = result.artifacts_skipped.iter().map(|s| (s.path.as_str(), s.reason.as_str())).collect();
+    let skipped: BTreeMap<&str, &str> =
+        result.artifacts_skipped.iter().map(|s| (s.path.as_str(), s.reason.as_str())).collect();
     for i in 0..canaries.len() {
         for link in [format!("link-abs-{i}"), format!("link-rel-{i}"), format!("link-dir-{i}")] {
             assert_eq!(skipped.get(link.as_str()), Some(&"symlink"), "{:?}", result.artifacts_skipped);
@@ -255,7 +285,14 @@ fn root_is_read_only_and_dev_holds_only_the_listed_nodes() {
             (false, got) => panic!("create {path}: {got}"),
         }
     }
-    for (what, results) in [("mkdir", &report["mkdir"]), ("write", &report["write"]), ("chmod", &report["chmod"]), ("rename", &report["rename"]), ("unlink", &report["unlink"]), ("open", &report["open"])] {
+    for (what, results) in [
+        ("mkdir", &report["mkdir"]),
+        ("write", &report["write"]),
+        ("chmod", &report["chmod"]),
+        ("rename", &report["rename"]),
+        ("unlink", &report["unlink"]),
+        ("open", &report["open"]),
+    ] {
         for (path, got) in results.as_object().expect(what) {
             assert!(["EROFS", "EACCES", "EPERM", "ENOENT"].contains(&errno_of(got)), "{what} {path}: {got}");
         }
@@ -266,7 +303,15 @@ fn root_is_read_only_and_dev_holds_only_the_listed_nodes() {
     }
     let read_only = json!({"read_only": true, "nosuid": true, "nodev": true});
     let writable = json!({"read_only": false, "nosuid": true, "nodev": true});
-    for (path, want) in [("/", &read_only), ("/usr", &read_only), ("/etc/passwd", &read_only), ("/workspace", &writable), ("/tmp", &writable), ("/dev/shm", &writable), ("/proc", &writable)] {
+    for (path, want) in [
+        ("/", &read_only),
+        ("/usr", &read_only),
+        ("/etc/passwd", &read_only),
+        ("/workspace", &writable),
+        ("/tmp", &writable),
+        ("/dev/shm", &writable),
+        ("/proc", &writable),
+    ] {
         assert_eq!(&report["flags"][path], want, "mount flags of {path}");
     }
     assert_eq!(
@@ -281,7 +326,13 @@ fn root_is_read_only_and_dev_holds_only_the_listed_nodes() {
     let passwd = report["passwd"].as_str().expect("passwd");
     assert!(passwd.starts_with("runbox:x:1000:1000:") && !passwd.contains("root:"), "{passwd}");
 
-    for path in [format!("/usr/{name}"), format!("/{name}"), format!("/etc/{name}"), format!("/usr/lib/{name}"), format!("/{name}-dir")] {
+    for path in [
+        format!("/usr/{name}"),
+        format!("/{name}"),
+        format!("/etc/{name}"),
+        format!("/usr/lib/{name}"),
+        format!("/{name}-dir"),
+    ] {
         assert!(!Path::new(&path).exists(), "{path} appeared on the host");
     }
     assert_eq!(fs::read("/etc/passwd").expect("host passwd"), passwd_before);
@@ -302,7 +353,12 @@ fn host_processes_are_invisible() {
     let init = &report["processes"]["1"];
     assert_eq!(init["name"], "runbox", "pid 1 is runbox's init, not the program: {report}");
     assert_eq!(report["processes"]["2"]["name"], "python3", "{report}");
-    let ps_pids: Vec<u64> = report["ps"].as_array().expect("ps").iter().map(|row| row[0].as_str().expect("pid").parse().expect("number")).collect();
+    let ps_pids: Vec<u64> = report["ps"]
+        .as_array()
+        .expect("ps")
+        .iter()
+        .map(|row| row[0].as_str().expect("pid").parse().expect("number"))
+        .collect();
     assert!(!ps_pids.is_empty() && ps_pids.iter().all(|&pid| pid <= 3), "ps sees more than the sandbox: {report}");
     assert_eq!(report["host_pid_exists"], false, "host pid {me} visible: {report}");
     assert_eq!(report["kill_host_pid"], "ESRCH", "{report}");
@@ -347,7 +403,9 @@ fn network_reaches_nothing_outside_the_sandbox() {
     }
     tcp.set_nonblocking(true).expect("nonblocking");
     let abstract_name = format!("runbox-containment-{id}");
-    let abstract_listener = UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).expect("abstract")).expect("bind abstract");
+    let abstract_listener =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(abstract_name.as_bytes()).expect("abstract"))
+            .expect("bind abstract");
     abstract_listener.set_nonblocking(true).expect("nonblocking");
     let dir = tempfile::Builder::new().prefix("runbox-net-").tempdir_in("/tmp").expect("tempdir");
     let unix_path = dir.path().join("sock");
@@ -358,7 +416,9 @@ fn network_reaches_nothing_outside_the_sandbox() {
 
     let rb = Runbox::new();
     let port_arg = port.to_string();
-    let report = probe_report(&rb.run(&python_probe("network.py", &[&port_arg, &ip, &abstract_name, &unix_path.display().to_string()])));
+    let report = probe_report(
+        &rb.run(&python_probe("network.py", &[&port_arg, &ip, &abstract_name, &unix_path.display().to_string()])),
+    );
 
     let result = |name: &str| report[name]["result"].as_str().unwrap_or_else(|| panic!("{name}: {report}")).to_string();
     // Its own loopback answers: nobody listens on that port there.
@@ -437,7 +497,8 @@ const SYSCALL_ATTEMPTS: &[(&str, Option<&str>)] = &[
 /// What the policy (crates/linux/policy/seccomp.json) says a denied syscall fails with,
 /// by the errno of the section that lists it.
 fn policy_outcomes() -> BTreeMap<String, String> {
-    let policy: Value = serde_json::from_str(include_str!("../../crates/linux/policy/seccomp.json")).expect("policy json");
+    let policy: Value =
+        serde_json::from_str(include_str!("../../crates/linux/policy/seccomp.json")).expect("policy json");
     let mut outcomes = BTreeMap::new();
     for (section, body) in policy.as_object().expect("sections") {
         if section.split_once('@').is_some_and(|(_, arch)| arch != std::env::consts::ARCH) {
@@ -560,7 +621,8 @@ fn inherited_host_descriptors_do_not_reach_the_program() {
     let dir = tempfile::Builder::new().prefix("runbox-fd-").tempdir_in("/tmp").expect("tempdir");
     let canary = Canary::new(dir.path().join("inherited.txt"), format!("runbox-inherited-{}\n", nonce()));
     let rb = Runbox::new();
-    let running = rb.spawn_run(&python_probe("fds.py", &["--hold", "7", "8"]), |cmd| inherit_host_fds(cmd, &canary.path));
+    let running =
+        rb.spawn_run(&python_probe("fds.py", &["--hold", "7", "8"]), |cmd| inherit_host_fds(cmd, &canary.path));
     let run_id = wait_started(&rb);
     // Control: runbox really got both descriptors.
     let fd_target = |fd: u32| fs::read_link(format!("/proc/{}/fd/{fd}", running.pid())).ok();
@@ -595,7 +657,9 @@ fn environment_holds_only_documented_variables() {
     let rb = Runbox::new();
     let ran = rb
         .spawn_run(&request, |cmd| {
-            cmd.env("RUNBOX_TEST_HOST_SECRET", &secret).env("PYTHONPATH", "/root/evil").env("LD_PRELOAD", "/root/evil.so");
+            cmd.env("RUNBOX_TEST_HOST_SECRET", &secret)
+                .env("PYTHONPATH", "/root/evil")
+                .env("LD_PRELOAD", "/root/evil.so");
         })
         .wait();
     let report = probe_report(&ran);
@@ -604,7 +668,18 @@ fn environment_holds_only_documented_variables() {
     let keys: Vec<&str> = environ.keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["HOME", "LANG", "LOGNAME", "PATH", "PYTHONIOENCODING", "PYTHONUNBUFFERED", "RUNBOX_REQUEST_SECRET", "RUNBOX_REQUEST_VAR", "TMPDIR", "USER"],
+        [
+            "HOME",
+            "LANG",
+            "LOGNAME",
+            "PATH",
+            "PYTHONIOENCODING",
+            "PYTHONUNBUFFERED",
+            "RUNBOX_REQUEST_SECRET",
+            "RUNBOX_REQUEST_VAR",
+            "TMPDIR",
+            "USER"
+        ],
         "{report}"
     );
     assert_eq!(report["count"], keys.len(), "duplicate variables: {report}");
@@ -632,7 +707,8 @@ fn environment_holds_only_documented_variables() {
 #[test]
 fn daemonized_processes_do_not_survive_the_run() {
     let marker = format!("300.{}", nonce());
-    let script = format!("(setsid sleep {marker} &)\n(trap '' HUP TERM; exec sleep {marker}) &\n{HOLD_SH}echo started\n");
+    let script =
+        format!("(setsid sleep {marker} &)\n(trap '' HUP TERM; exec sleep {marker}) &\n{HOLD_SH}echo started\n");
     let rb = Runbox::new();
     let running = rb.spawn_run(&sh(&script), |_| {});
     let host_uid = HOST_ID_BASE + running.pid();
@@ -709,7 +785,10 @@ fn sandbox_init_keeps_no_host_descriptors() {
     let running = rb.spawn_run(&sh(HOLD_SH), |cmd| inherit_host_fds(cmd, &canary.path));
     let run_id = wait_started(&rb);
     let host_uid = HOST_ID_BASE + running.pid();
-    let init = host_processes().into_iter().find(|p| p.ppid == running.pid() && p.uid == host_uid).expect("the sandbox's init");
+    let init = host_processes()
+        .into_iter()
+        .find(|p| p.ppid == running.pid() && p.uid == host_uid)
+        .expect("the sandbox's init");
     let mut held = Vec::new();
     for entry in fs::read_dir(format!("/proc/{}/fd", init.pid)).expect("init fds").flatten() {
         let target = fs::read_link(entry.path()).unwrap_or_default();

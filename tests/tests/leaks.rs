@@ -36,7 +36,11 @@ struct Kind {
 fn kinds() -> Vec<Kind> {
     vec![
         Kind { name: "ok sh", request: || sh("echo ok; echo data > out.txt"), verdict: Verdict::Ok },
-        Kind { name: "ok python", request: || python("import os\nos.makedirs('d', exist_ok=True)\nprint(1)"), verdict: Verdict::Ok },
+        Kind {
+            name: "ok python",
+            request: || python("import os\nos.makedirs('d', exist_ok=True)\nprint(1)"),
+            verdict: Verdict::Ok,
+        },
         Kind {
             name: "wall timeout of a process tree",
             request: || with_limit(sh("sleep 30 & sleep 30 & sleep 30"), "wall_time_ms", 200),
@@ -44,7 +48,9 @@ fn kinds() -> Vec<Kind> {
         },
         Kind {
             name: "wall timeout of a tree that ignores SIGTERM",
-            request: || with_limit(sh("trap '' TERM HUP INT; (trap '' TERM; sleep 30) & sleep 30 & wait"), "wall_time_ms", 200),
+            request: || {
+                with_limit(sh("trap '' TERM HUP INT; (trap '' TERM; sleep 30) & sleep 30 & wait"), "wall_time_ms", 200)
+            },
             verdict: Verdict::WallTimeout,
         },
         Kind {
@@ -63,15 +69,29 @@ fn kinds() -> Vec<Kind> {
         },
         Kind {
             name: "daemonizing child",
-            request: || sh("(setsid sh -c 'exec sleep 30' </dev/null >/dev/null 2>&1 &); sh -c 'sleep 30 &' </dev/null >/dev/null 2>&1; echo started"),
+            request: || {
+                sh(
+                    "(setsid sh -c 'exec sleep 30' </dev/null >/dev/null 2>&1 &); sh -c 'sleep 30 &' </dev/null >/dev/null 2>&1; echo started",
+                )
+            },
             verdict: Verdict::Ok,
         },
         Kind {
             name: "fork bomb under a process limit",
-            request: || with_limit(with_limit(request("bash", "main.bash", ":(){ :|:& };:; sleep 30"), "processes", 16), "wall_time_ms", 300),
+            request: || {
+                with_limit(
+                    with_limit(request("bash", "main.bash", ":(){ :|:& };:; sleep 30"), "processes", 16),
+                    "wall_time_ms",
+                    300,
+                )
+            },
             verdict: Verdict::WallTimeout,
         },
-        Kind { name: "cpu timeout", request: || with_limit(sh("while :; do :; done"), "cpu_time_ms", 100), verdict: Verdict::CpuTimeout },
+        Kind {
+            name: "cpu timeout",
+            request: || with_limit(sh("while :; do :; done"), "cpu_time_ms", 100),
+            verdict: Verdict::CpuTimeout,
+        },
         Kind {
             name: "files, fifo and symlinks left behind",
             request: || sh("mkdir -p a/b; echo x > a/b/c; mkfifo p; ln -s /etc l; sleep 30 &"),
@@ -82,7 +102,11 @@ fn kinds() -> Vec<Kind> {
             request: || request("c", "main.c", "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n"),
             verdict: Verdict::Ok,
         },
-        Kind { name: "c build failure", request: || request("c", "main.c", "this is not C"), verdict: Verdict::NonzeroExit },
+        Kind {
+            name: "c build failure",
+            request: || request("c", "main.c", "this is not C"),
+            verdict: Verdict::NonzeroExit,
+        },
     ]
 }
 
@@ -111,8 +135,14 @@ fn start(rb: &Runbox, request: &Value) -> Started {
 fn finish(started: Started) -> Ran {
     let output = started.child.wait_with_output().expect("wait runbox");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr)));
-    Ran { exit_code: output.status.code().unwrap_or(-1), json, stderr: String::from_utf8_lossy(&output.stderr).into_owned() }
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr))
+    });
+    Ran {
+        exit_code: output.status.code().unwrap_or(-1),
+        json,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 /// What one run left to look for: its id (run dir, cgroups) and its host uid (processes).
@@ -127,7 +157,8 @@ struct RunTrace {
 /// Lines of /proc/self/mountinfo that mention `dir` (canonical or as given).
 fn mounts_mentioning(dir: &Path) -> BTreeSet<String> {
     let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let needles: Vec<String> = [dir, canonical.as_path()].iter().filter_map(|p| p.to_str().map(str::to_owned)).collect();
+    let needles: Vec<String> =
+        [dir, canonical.as_path()].iter().filter_map(|p| p.to_str().map(str::to_owned)).collect();
     std::fs::read_to_string("/proc/self/mountinfo")
         .expect("read mountinfo")
         .lines()
@@ -150,7 +181,9 @@ fn runbox_parent_groups() -> Vec<PathBuf> {
 fn cgroups_of(run_ids: &BTreeSet<String>) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for parent in runbox_parent_groups() {
-        let Ok(entries) = std::fs::read_dir(&parent) else { continue };
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
             let id = name.split('-').next().unwrap_or("");
@@ -166,11 +199,17 @@ fn cgroups_of(run_ids: &BTreeSet<String>) -> Vec<PathBuf> {
 /// pid → (name, uid).
 fn sandbox_processes() -> BTreeMap<u32, (String, u32)> {
     let mut found = BTreeMap::new();
-    let Ok(proc_dir) = std::fs::read_dir("/proc") else { return found };
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
     for entry in proc_dir.filter_map(Result::ok) {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         // A process may exit between the listing and the read.
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
         let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).unwrap_or("");
         let uid = field("Uid:").split_whitespace().filter_map(|u| u.parse::<u32>().ok()).max().unwrap_or(0);
         if uid >= HOST_ID_BASE {
@@ -195,13 +234,20 @@ fn processes_of(traces: &[RunTrace], before: &BTreeMap<u32, (String, u32)>) -> V
 
 /// A live `runbox` process whose parent is not this test.
 fn is_foreign_runbox(pid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
     let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).unwrap_or("").to_string();
     field("Name:") == "runbox" && field("PPid:") != std::process::id().to_string()
 }
 
 /// Everything the host holds for `traces` of runs in `rb`, as readable lines; empty when clean.
-fn leftovers(rb: &Runbox, traces: &[RunTrace], mounts_before: &BTreeSet<String>, procs_before: &BTreeMap<u32, (String, u32)>) -> Vec<String> {
+fn leftovers(
+    rb: &Runbox,
+    traces: &[RunTrace],
+    mounts_before: &BTreeSet<String>,
+    procs_before: &BTreeMap<u32, (String, u32)>,
+) -> Vec<String> {
     let run_ids: BTreeSet<String> = traces.iter().map(|t| t.run_id.clone()).collect();
     let mut found = Vec::new();
     found.extend(rb.leftover_runs().into_iter().map(|r| format!("run dir {r}")));
@@ -226,7 +272,10 @@ fn the_leak_checks_see_a_live_run() {
     // The program is running once it has made /workspace/ready (the host sees the tmpfs).
     let deadline = Instant::now() + Duration::from_secs(20);
     let run_id = loop {
-        let ready = rb.leftover_runs().into_iter().find(|id| rb.state_dir().join("runs").join(id).join("fs/workspace/ready").exists());
+        let ready = rb
+            .leftover_runs()
+            .into_iter()
+            .find(|id| rb.state_dir().join("runs").join(id).join("fs/workspace/ready").exists());
         if let Some(id) = ready {
             break id;
         }
@@ -244,7 +293,10 @@ fn the_leak_checks_see_a_live_run() {
     let ran = finish(started);
     assert!(seen.iter().any(|l| l.starts_with("run dir ")), "{seen:#?}");
     assert!(seen.iter().any(|l| l.starts_with("mount ")), "{seen:#?}");
-    assert!(seen.iter().any(|l| l.starts_with("cgroup ") && l.contains("/memory") && l.ends_with(&run_id)), "{seen:#?}");
+    assert!(
+        seen.iter().any(|l| l.starts_with("cgroup ") && l.contains("/memory") && l.ends_with(&run_id)),
+        "{seen:#?}"
+    );
     assert!(seen.iter().any(|l| l.starts_with("process ") && l.contains(" sleep ")), "{seen:#?}");
 
     // And once it has ended, they find nothing.
@@ -274,7 +326,11 @@ fn hundreds_of_runs_of_every_kind_leave_nothing_behind() {
                         let host_uid = HOST_ID_BASE + started.pid;
                         let ran = finish(started);
                         let result = ran.result();
-                        assert_eq!(result.verdict, kind.verdict, "run {i} ({}): {}\nstderr: {}", kind.name, ran.json, ran.stderr);
+                        assert_eq!(
+                            result.verdict, kind.verdict,
+                            "run {i} ({}): {}\nstderr: {}",
+                            kind.name, ran.json, ran.stderr
+                        );
                         assert!(result.cleanup.ok, "run {i} ({}): cleanup failed: {:?}", kind.name, result.cleanup);
                         traces.push(RunTrace { run_id: result.run_id, host_uid });
                     }

@@ -68,7 +68,8 @@ fn finish(child: Child) -> Ran {
     let output = child.wait_with_output().expect("wait runbox");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {stderr}"));
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {stderr}"));
     Ran { exit_code: output.status.code().unwrap_or(-1), json, stderr }
 }
 
@@ -98,8 +99,14 @@ fn processes_of_uid(uid: u32) -> Vec<String> {
         if !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
-        let real_uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|ids| ids.split_whitespace().next()).and_then(|id| id.parse::<u32>().ok());
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let real_uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().next())
+            .and_then(|id| id.parse::<u32>().ok());
         if real_uid == Some(uid) {
             found.push(format!("{name}: {}", status.lines().next().unwrap_or("")));
         }
@@ -210,7 +217,8 @@ int main(void) {
 #[test]
 fn c_abort_is_signaled_6() {
     let rb = Runbox::new();
-    let code = "#include <stdio.h>\n#include <stdlib.h>\nint main(void) { puts(\"before\"); fflush(stdout); abort(); }\n";
+    let code =
+        "#include <stdio.h>\n#include <stdlib.h>\nint main(void) { puts(\"before\"); fflush(stdout); abort(); }\n";
     let ran = rb.run(&c(code));
     let result = assert_verdict(&ran, Verdict::Signaled);
     assert_eq!(ran.exit_code, 11);
@@ -240,7 +248,8 @@ fn wall_timeout_kills_a_sleeper_and_keeps_its_output() {
 #[test]
 fn cpu_timeout_kills_a_busy_loop() {
     let rb = Runbox::new();
-    let req = with_limit(with_limit(sh("echo spinning\nwhile :; do :; done\n"), "cpu_time_ms", 300), "wall_time_ms", 10_000);
+    let req =
+        with_limit(with_limit(sh("echo spinning\nwhile :; do :; done\n"), "cpu_time_ms", 300), "wall_time_ms", 10_000);
     let ran = rb.run(&req);
     let result = assert_verdict(&ran, Verdict::CpuTimeout);
     assert_eq!(ran.exit_code, 13);
@@ -366,7 +375,11 @@ fn fork_bomb_is_contained_and_the_host_is_fine() {
     wait_for("the bomb's processes", Duration::from_secs(10), || (!processes_of_uid(uid).is_empty()).then_some(()));
     let ran = finish(child);
     let result = ran.result();
-    assert!(matches!(result.verdict, Verdict::WallTimeout | Verdict::NonzeroExit), "verdict {:?}: {result:#?}", result.verdict);
+    assert!(
+        matches!(result.verdict, Verdict::WallTimeout | Verdict::NonzeroExit),
+        "verdict {:?}: {result:#?}",
+        result.verdict
+    );
     assert_eq!(ran.exit_code, exit_code_for(result.verdict));
     match result.verdict {
         Verdict::WallTimeout => assert_ended(&result, None, Some(libc::SIGKILL)),
@@ -619,7 +632,11 @@ fn cancel_with(signal: libc::c_int) {
 #[test]
 fn exit_126_and_127_from_the_program_are_nonzero_exit() {
     let rb = Runbox::new();
-    for (code, status) in [("echo before\nexit 127\n", 127), ("echo before\nexit 126\n", 126), ("echo before\nno-such-command-here\n", 127)] {
+    for (code, status) in [
+        ("echo before\nexit 127\n", 127),
+        ("echo before\nexit 126\n", 126),
+        ("echo before\nno-such-command-here\n", 127),
+    ] {
         let ran = rb.run(&sh(code));
         let result = assert_verdict(&ran, Verdict::NonzeroExit);
         assert_eq!(ran.exit_code, 10);

@@ -20,8 +20,14 @@ pub fn main(allowlist: Allowlist, state_dir: PathBuf, json: bool) -> ExitCode {
     checks.push(trial_run(allowlist, state_dir));
     let all_ok = checks.iter().all(|c| c.ok);
     if json {
-        let list: Vec<_> = checks.iter().map(|c| serde_json::json!({"check": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix})).collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"ok": all_ok, "checks": list})).expect("serializes"));
+        let list: Vec<_> = checks
+            .iter()
+            .map(|c| serde_json::json!({"check": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"ok": all_ok, "checks": list})).expect("serializes")
+        );
     } else {
         for c in &checks {
             println!("[{}] {}: {}", if c.ok { " ok " } else { "FAIL" }, c.name, c.detail);
@@ -29,7 +35,14 @@ pub fn main(allowlist: Allowlist, state_dir: PathBuf, json: bool) -> ExitCode {
                 println!("       fix: {fix}");
             }
         }
-        println!("{}", if all_ok { "runbox can apply every isolation layer on this host" } else { "runbox will refuse Linux runs until the failures above are fixed" });
+        println!(
+            "{}",
+            if all_ok {
+                "runbox can apply every isolation layer on this host"
+            } else {
+                "runbox will refuse Linux runs until the failures above are fixed"
+            }
+        );
     }
     if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
@@ -40,15 +53,31 @@ fn check(name: &'static str, ok: bool, detail: impl Into<String>, fix: Option<&s
 
 fn root_check() -> Check {
     let root = nix::unistd::geteuid().is_root();
-    check("root", root, if root { "running as root" } else { "not running as root" }, Some("run runbox as root: it mounts the per-run filesystem and writes cgroups and id maps"))
+    check(
+        "root",
+        root,
+        if root { "running as root" } else { "not running as root" },
+        Some("run runbox as root: it mounts the per-run filesystem and writes cgroups and id maps"),
+    )
 }
 
 fn user_namespaces() -> Check {
-    let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let max =
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok().and_then(|s| s.trim().parse::<u64>().ok());
     match max {
-        Some(0) => check("user_namespaces", false, "user.max_user_namespaces is 0", Some("sysctl -w user.max_user_namespaces=15000")),
+        Some(0) => check(
+            "user_namespaces",
+            false,
+            "user.max_user_namespaces is 0",
+            Some("sysctl -w user.max_user_namespaces=15000"),
+        ),
         Some(n) => check("user_namespaces", true, format!("enabled (max {n})"), None),
-        None => check("user_namespaces", false, "the kernel has no user namespaces", Some("use a kernel built with CONFIG_USER_NS=y")),
+        None => check(
+            "user_namespaces",
+            false,
+            "the kernel has no user namespaces",
+            Some("use a kernel built with CONFIG_USER_NS=y"),
+        ),
     }
 }
 
@@ -57,8 +86,18 @@ fn seccomp_check() -> Check {
     let has = status.lines().any(|l| l.starts_with("Seccomp:"));
     let filter = runbox_linux::seccomp::SeccompFilter::default_policy();
     match (has, filter) {
-        (true, Ok(f)) => check("seccomp", true, format!("filter mode available; policy denies {} syscall rules", f.denied_syscalls().len()), None),
-        (false, _) => check("seccomp", false, "the kernel has no seccomp", Some("use a kernel built with CONFIG_SECCOMP_FILTER=y")),
+        (true, Ok(f)) => check(
+            "seccomp",
+            true,
+            format!("filter mode available; policy denies {} syscall rules", f.denied_syscalls().len()),
+            None,
+        ),
+        (false, _) => check(
+            "seccomp",
+            false,
+            "the kernel has no seccomp",
+            Some("use a kernel built with CONFIG_SECCOMP_FILTER=y"),
+        ),
         (_, Err(e)) => check("seccomp", false, format!("the policy does not compile: {e}"), None),
     }
 }
@@ -68,7 +107,19 @@ fn cgroup_check() -> Check {
     let found: Vec<String> = support
         .controllers
         .iter()
-        .map(|c| format!("{}{}", c.name, if c.path.is_some() { "" } else if c.required { " (MISSING)" } else { " (absent, optional)" }))
+        .map(|c| {
+            format!(
+                "{}{}",
+                c.name,
+                if c.path.is_some() {
+                    ""
+                } else if c.required {
+                    " (MISSING)"
+                } else {
+                    " (absent, optional)"
+                }
+            )
+        })
         .collect();
     let version = match support.version {
         Some(runbox_linux::cgroup::CgroupVersion::V1) => "cgroup v1",
@@ -89,12 +140,24 @@ fn trial_run(allowlist: Allowlist, state_dir: PathBuf) -> Check {
     };
     let request = RunRequest {
         runtime: "sh".into(),
-        files: vec![runbox_contract::FileSpec { path: "main.sh".into(), content: "echo ok".into(), encoding: Default::default(), executable: false }],
+        files: vec![runbox_contract::FileSpec {
+            path: "main.sh".into(),
+            content: "echo ok".into(),
+            encoding: Default::default(),
+            executable: false,
+        }],
         ..Default::default()
     };
     match runner.run(request, None) {
-        Ok(r) if r.verdict == Verdict::Ok => check("trial_run", true, format!("a sandboxed sh ran with layers: {}", r.isolation.join(", ")), None),
-        Ok(r) => check("trial_run", false, format!("verdict {}: {}", r.verdict.as_str(), r.error.map(|e| e.message).unwrap_or_default()), Some("see the failing layer above")),
+        Ok(r) if r.verdict == Verdict::Ok => {
+            check("trial_run", true, format!("a sandboxed sh ran with layers: {}", r.isolation.join(", ")), None)
+        }
+        Ok(r) => check(
+            "trial_run",
+            false,
+            format!("verdict {}: {}", r.verdict.as_str(), r.error.map(|e| e.message).unwrap_or_default()),
+            Some("see the failing layer above"),
+        ),
         Err(e) => check("trial_run", false, e.to_string(), Some("the sh runtime must be usable")),
     }
 }

@@ -64,7 +64,8 @@ fn main() -> ExitCode {
         Command::Runtimes { json } => runtimes::main(&allowlist, json),
         Command::Doctor { json } => doctor::main(allowlist, cli.state_dir, json),
         Command::Schema { which } => {
-            let schema = if which == "request" { runbox_contract::request_schema() } else { runbox_contract::result_schema() };
+            let schema =
+                if which == "request" { runbox_contract::request_schema() } else { runbox_contract::result_schema() };
             println!("{}", serde_json::to_string_pretty(&schema).expect("schema serializes"));
             ExitCode::SUCCESS
         }

@@ -34,7 +34,11 @@ pub fn from_flags(args: &RunArgs, allowlist: &Allowlist) -> Result<RunRequest, S
     let mut files = Vec::new();
     if let Some(code) = &args.code {
         let default_entry = allowlist.get(&runtime).map(|rt| rt.entrypoint.clone());
-        let path = args.entrypoint.clone().or(default_entry).ok_or_else(|| format!("unknown runtime {runtime:?}; see `runbox runtimes`"))?;
+        let path = args
+            .entrypoint
+            .clone()
+            .or(default_entry)
+            .ok_or_else(|| format!("unknown runtime {runtime:?}; see `runbox runtimes`"))?;
         files.push(FileSpec { path, content: code.clone(), encoding: Encoding::Utf8, executable: false });
     }
     for spec in &args.files {
@@ -67,10 +71,14 @@ pub fn from_flags(args: &RunArgs, allowlist: &Allowlist) -> Result<RunRequest, S
 fn local_file(spec: &str) -> Result<FileSpec, String> {
     let (local, name) = match spec.split_once(':') {
         Some((local, name)) => (local, name.to_string()),
-        None => (spec, std::path::Path::new(spec).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+        None => {
+            (spec, std::path::Path::new(spec).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+        }
     };
     let bytes = std::fs::read(local).map_err(|e| format!("read --file {local}: {e}"))?;
-    let executable = std::fs::metadata(local).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0).unwrap_or(false);
+    let executable = std::fs::metadata(local)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        .unwrap_or(false);
     let (content, encoding) = match String::from_utf8(bytes) {
         Ok(text) => (text, Encoding::Utf8),
         Err(e) => (base64_encode(e.as_bytes()), Encoding::Base64),
@@ -86,6 +94,10 @@ fn base64_encode(bytes: &[u8]) -> String {
 fn pairs(items: &[String], flag: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
     items
         .iter()
-        .map(|item| item.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{flag} {item:?}: use NAME=VALUE")))
+        .map(|item| {
+            item.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("{flag} {item:?}: use NAME=VALUE"))
+        })
         .collect()
 }

@@ -12,12 +12,10 @@ mod validate;
 pub use limits::{Limits, ResolvedLimits};
 pub use request::{Encoding, FileSpec, Network, OnOutputLimit, RunRequest};
 pub use result::{
-    Artifact, CleanupReport, ErrorInfo, LimitKind, RunResult, RuntimeInfo, SkippedArtifact,
-    StreamOutput, Timings, Usage, Verdict,
+    Artifact, CleanupReport, ErrorInfo, LimitKind, RunResult, RuntimeInfo, SkippedArtifact, StreamOutput, Timings,
+    Usage, Verdict,
 };
-pub use validate::{
-    InputFile, RequestBounds, ValidatedRequest, ValidationError, validate_path,
-};
+pub use validate::{InputFile, RequestBounds, ValidatedRequest, ValidationError, validate_path};
 
 /// JSON Schema of [`RunRequest`], as served to clients.
 pub fn request_schema() -> serde_json::Value {

@@ -92,8 +92,12 @@ impl RunRequest {
         let value: serde_json::Value = serde_json::from_slice(bytes)
             .map_err(|e| crate::ValidationError::new("body", format!("the request is not valid JSON: {e}")))?;
         if !value.is_object() {
-            return Err(crate::ValidationError::new("body", "the request must be a JSON object such as {\"runtime\": \"python\", \"files\": [...]}"));
+            return Err(crate::ValidationError::new(
+                "body",
+                "the request must be a JSON object such as {\"runtime\": \"python\", \"files\": [...]}",
+            ));
         }
-        serde_json::from_value(value).map_err(|e| crate::ValidationError::new("body", format!("the request is not a valid RunRequest: {e}")))
+        serde_json::from_value(value)
+            .map_err(|e| crate::ValidationError::new("body", format!("the request is not a valid RunRequest: {e}")))
     }
 }

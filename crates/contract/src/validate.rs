@@ -75,7 +75,11 @@ impl RunRequest {
         if self.files.len() > bounds.max_files {
             return Err(ValidationError::new(
                 "files",
-                format!("{} files given; at most {} are allowed, so pack them into an archive or send fewer", self.files.len(), bounds.max_files),
+                format!(
+                    "{} files given; at most {} are allowed, so pack them into an archive or send fewer",
+                    self.files.len(),
+                    bounds.max_files
+                ),
             ));
         }
         let mut seen = BTreeSet::new();
@@ -83,29 +87,50 @@ impl RunRequest {
         let mut files = Vec::with_capacity(self.files.len());
         for (i, spec) in self.files.iter().enumerate() {
             let field = format!("files[{i}]");
-            validate_path(&spec.path, bounds.max_path_bytes).map_err(|m| ValidationError::new(format!("{field}.path"), m))?;
+            validate_path(&spec.path, bounds.max_path_bytes)
+                .map_err(|m| ValidationError::new(format!("{field}.path"), m))?;
             if !seen.insert(spec.path.as_str()) {
-                return Err(ValidationError::new(format!("{field}.path"), format!("duplicate path {:?}; each file must appear once", spec.path)));
+                return Err(ValidationError::new(
+                    format!("{field}.path"),
+                    format!("duplicate path {:?}; each file must appear once", spec.path),
+                ));
             }
             if let Some(clash) = seen.iter().find(|p| is_parent(p, &spec.path) || is_parent(&spec.path, p)) {
-                return Err(ValidationError::new(format!("{field}.path"), format!("{:?} and {clash:?} cannot both exist: one would be a directory", spec.path)));
+                return Err(ValidationError::new(
+                    format!("{field}.path"),
+                    format!("{:?} and {clash:?} cannot both exist: one would be a directory", spec.path),
+                ));
             }
-            let bytes = decode(&spec.content, spec.encoding).map_err(|m| ValidationError::new(format!("{field}.content"), m))?;
+            let bytes = decode(&spec.content, spec.encoding)
+                .map_err(|m| ValidationError::new(format!("{field}.content"), m))?;
             if bytes.len() > bounds.max_file_bytes {
-                return Err(ValidationError::new(format!("{field}.content"), format!("file is {} bytes; at most {} are allowed per file", bytes.len(), bounds.max_file_bytes)));
+                return Err(ValidationError::new(
+                    format!("{field}.content"),
+                    format!("file is {} bytes; at most {} are allowed per file", bytes.len(), bounds.max_file_bytes),
+                ));
             }
             total += bytes.len();
             files.push(InputFile { path: spec.path.clone(), bytes, executable: spec.executable });
         }
         let stdin = match (&self.stdin, &self.stdin_base64) {
-            (Some(_), Some(_)) => return Err(ValidationError::new("stdin", "give either stdin or stdin_base64, not both")),
+            (Some(_), Some(_)) => {
+                return Err(ValidationError::new("stdin", "give either stdin or stdin_base64, not both"));
+            }
             (Some(text), None) => text.clone().into_bytes(),
-            (None, Some(b64)) => BASE64.decode(b64).map_err(|e| ValidationError::new("stdin_base64", format!("invalid base64: {e}")))?,
+            (None, Some(b64)) => {
+                BASE64.decode(b64).map_err(|e| ValidationError::new("stdin_base64", format!("invalid base64: {e}")))?
+            }
             (None, None) => Vec::new(),
         };
         total += stdin.len();
         if total > bounds.max_total_bytes {
-            return Err(ValidationError::new("files", format!("files and stdin decode to {total} bytes; at most {} are allowed in all", bounds.max_total_bytes)));
+            return Err(ValidationError::new(
+                "files",
+                format!(
+                    "files and stdin decode to {total} bytes; at most {} are allowed in all",
+                    bounds.max_total_bytes
+                ),
+            ));
         }
         validate_strings(&self, bounds)?;
         Ok(ValidatedRequest { request: self, files, stdin })
@@ -125,13 +150,19 @@ fn decode(content: &str, encoding: Encoding) -> Result<Vec<u8>, String> {
 
 fn validate_strings(req: &RunRequest, bounds: &RequestBounds) -> Result<(), ValidationError> {
     if req.args.len() > bounds.max_args {
-        return Err(ValidationError::new("args", format!("{} arguments given; at most {}", req.args.len(), bounds.max_args)));
+        return Err(ValidationError::new(
+            "args",
+            format!("{} arguments given; at most {}", req.args.len(), bounds.max_args),
+        ));
     }
     for (i, arg) in req.args.iter().enumerate() {
         check_c_string(arg, bounds.max_arg_bytes).map_err(|m| ValidationError::new(format!("args[{i}]"), m))?;
     }
     if req.env.len() + req.secrets.len() > bounds.max_args {
-        return Err(ValidationError::new("env", format!("at most {} variables in env and secrets together", bounds.max_args)));
+        return Err(ValidationError::new(
+            "env",
+            format!("at most {} variables in env and secrets together", bounds.max_args),
+        ));
     }
     for (map, name) in [(&req.env, "env"), (&req.secrets, "secrets")] {
         for (key, value) in map {
@@ -141,7 +172,10 @@ fn validate_strings(req: &RunRequest, bounds: &RequestBounds) -> Result<(), Vali
         }
     }
     if let Some(key) = req.env.keys().find(|k| req.secrets.contains_key(*k)) {
-        return Err(ValidationError::new(format!("secrets.{key}"), "this name is also in env; give it in one map only"));
+        return Err(ValidationError::new(
+            format!("secrets.{key}"),
+            "this name is also in env; give it in one map only",
+        ));
     }
     if let Some(entry) = &req.entrypoint {
         validate_path(entry, bounds.max_path_bytes).map_err(|m| ValidationError::new("entrypoint", m))?;
@@ -163,7 +197,11 @@ fn validate_env_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if valid { Ok(()) } else { Err(format!("{name:?} is not a valid variable name; use letters, digits and _, not starting with a digit")) }
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("{name:?} is not a valid variable name; use letters, digits and _, not starting with a digit"))
+    }
 }
 
 /// Checks a path relative to /workspace. It must be non-empty, relative, at most `max_bytes`
@@ -183,9 +221,15 @@ pub fn validate_path(path: &str, max_bytes: usize) -> Result<(), String> {
     }
     for part in path.split('/') {
         match part {
-            "" => return Err(format!("{path:?} has an empty component (a doubled or trailing /)")),
-            "." | ".." => return Err(format!("{path:?} contains {part:?}; paths must stay inside /workspace")),
-            _ if part.len() > 255 => return Err(format!("a component of {path:?} is longer than 255 bytes")),
+            "" => {
+                return Err(format!("{path:?} has an empty component (a doubled or trailing /)"));
+            }
+            "." | ".." => {
+                return Err(format!("{path:?} contains {part:?}; paths must stay inside /workspace"));
+            }
+            _ if part.len() > 255 => {
+                return Err(format!("a component of {path:?} is longer than 255 bytes"));
+            }
             _ => {}
         }
     }
@@ -207,7 +251,16 @@ mod tests {
 
     #[test]
     fn bad_paths_are_rejected_with_the_reason() {
-        for (path, needle) in [("", "empty"), ("/etc/passwd", "absolute"), ("a/../b", "\"..\""), ("..", "\"..\""), ("a//b", "empty component"), ("a/", "empty component"), ("a\0b", "NUL"), ("./a", "\".\"")] {
+        for (path, needle) in [
+            ("", "empty"),
+            ("/etc/passwd", "absolute"),
+            ("a/../b", "\"..\""),
+            ("..", "\"..\""),
+            ("a//b", "empty component"),
+            ("a/", "empty component"),
+            ("a\0b", "NUL"),
+            ("./a", "\".\""),
+        ] {
             let err = validate_path(path, 1024).unwrap_err();
             assert!(err.contains(needle), "{path:?}: {err}");
         }

@@ -58,7 +58,12 @@ impl Capture {
 
     pub fn finish(self) -> Captured {
         let kept = (self.head.len() + self.tail.len()) as u64;
-        Captured { head: self.head, tail: self.tail.into(), total_bytes: self.total_bytes, omitted_bytes: self.total_bytes - kept }
+        Captured {
+            head: self.head,
+            tail: self.tail.into(),
+            total_bytes: self.total_bytes,
+            omitted_bytes: self.total_bytes - kept,
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
-use nix::unistd::{Gid, Uid, chdir, dup2, pivot_root, setresgid, setresuid, setsid, sethostname};
+use nix::unistd::{Gid, Uid, chdir, dup2, pivot_root, sethostname, setresgid, setresuid, setsid};
 
 use crate::protocol::{SetupFailure, Step};
 use crate::rootfs::{MountOp, PreparedRoot};
@@ -58,7 +58,8 @@ impl ExecArgs {
         let args: Vec<CString> = argv.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>()?;
         let vars: Vec<CString> = env.iter().map(|(k, v)| CString::new(format!("{k}={v}"))).collect::<Result<_, _>>()?;
         let path = args.first().cloned().unwrap_or_default();
-        let pointers = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect::<Vec<_>>();
+        let pointers =
+            |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect::<Vec<_>>();
         let (argv, envp) = (pointers(&args), pointers(&vars));
         let mut strings = args;
         strings.extend(vars);
@@ -108,13 +109,21 @@ fn setup_namespaces(plan: &ChildPlan, fds: ChildFds) -> StepResult {
     // After the cgroup move, so the namespace's root is the run's own cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP).map_err(at(Step::CgroupNamespace))?;
     // pivot_root needs the new root to be a mount point.
-    mount(Some(plan.root.root.as_c_str()), plan.root.root.as_c_str(), None::<&CStr>, MsFlags::MS_BIND, None::<&CStr>).map_err(at(Step::BindRoot))?;
+    mount(Some(plan.root.root.as_c_str()), plan.root.root.as_c_str(), None::<&CStr>, MsFlags::MS_BIND, None::<&CStr>)
+        .map_err(at(Step::BindRoot))?;
     // Before mounting into it: the new root receives no mount events from the host, and sends
     // none back. Only this subtree survives pivot_root, so making the whole copied table
     // private (dozens of mounts) would be wasted work. The host's shared mounts are already
     // slaves in a namespace owned by a less privileged user namespace (mount_namespaces(7)),
     // so pivot_root's "no shared parent" rule holds either way.
-    mount(None::<&CStr>, plan.root.root.as_c_str(), None::<&CStr>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&CStr>).map_err(at(Step::PrivateMounts))?;
+    mount(
+        None::<&CStr>,
+        plan.root.root.as_c_str(),
+        None::<&CStr>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&CStr>,
+    )
+    .map_err(at(Step::PrivateMounts))?;
     for (index, op) in plan.root.mounts.iter().enumerate() {
         apply_mount(op).map_err(|errno| (Step::MountEntry, errno, index as u32))?;
     }
@@ -179,7 +188,9 @@ fn apply_mount(op: &MountOp) -> Result<(), Errno> {
             mount(Some(source.as_c_str()), target.as_c_str(), none, MsFlags::MS_BIND, none)?;
             remount_read_only(target)
         }
-        MountOp::Bind { source, target } => mount(Some(source.as_c_str()), target.as_c_str(), none, MsFlags::MS_BIND, none),
+        MountOp::Bind { source, target } => {
+            mount(Some(source.as_c_str()), target.as_c_str(), none, MsFlags::MS_BIND, none)
+        }
         MountOp::Proc { target } => {
             let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
             mount(Some(c"proc"), target.as_c_str(), Some(c"proc"), flags, none)
@@ -193,7 +204,8 @@ fn apply_mount(op: &MountOp) -> Result<(), Errno> {
 fn remount_read_only(target: &CStr) -> Result<(), Errno> {
     let current = nix::sys::statvfs::statvfs(target)?.flags();
     use nix::sys::statvfs::FsFlags;
-    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let mut flags =
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     for (have, keep) in [
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
         (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),

@@ -38,10 +38,31 @@ pub enum Step {
 
 impl Step {
     pub const ALL: [Step; 25] = [
-        Step::WaitForParent, Step::ParentDeathSignal, Step::CgroupNamespace, Step::PrivateMounts, Step::BindRoot,
-        Step::MountEntry, Step::PivotRoot, Step::ReadOnlyRoot, Step::Hostname, Step::Loopback, Step::Chdir,
-        Step::DropGroups, Step::SetGid, Step::SetUid, Step::DropCapabilities, Step::NoNewPrivs, Step::NotDumpable, Step::ForkProgram,
-        Step::NewSession, Step::Signals, Step::Stdio, Step::Rlimits, Step::CloseFds, Step::Seccomp, Step::Exec,
+        Step::WaitForParent,
+        Step::ParentDeathSignal,
+        Step::CgroupNamespace,
+        Step::PrivateMounts,
+        Step::BindRoot,
+        Step::MountEntry,
+        Step::PivotRoot,
+        Step::ReadOnlyRoot,
+        Step::Hostname,
+        Step::Loopback,
+        Step::Chdir,
+        Step::DropGroups,
+        Step::SetGid,
+        Step::SetUid,
+        Step::DropCapabilities,
+        Step::NoNewPrivs,
+        Step::NotDumpable,
+        Step::ForkProgram,
+        Step::NewSession,
+        Step::Signals,
+        Step::Stdio,
+        Step::Rlimits,
+        Step::CloseFds,
+        Step::Seccomp,
+        Step::Exec,
     ];
 
     pub fn name(self) -> &'static str {

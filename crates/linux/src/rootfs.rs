@@ -25,10 +25,18 @@ pub struct RunDirs {
 #[derive(Debug)]
 pub enum MountOp {
     /// Bind then remount read-only, nosuid and nodev.
-    BindReadOnly { source: CString, target: CString },
+    BindReadOnly {
+        source: CString,
+        target: CString,
+    },
     /// Bind keeping the source mount's flags (device nodes, the run's directories).
-    Bind { source: CString, target: CString },
-    Proc { target: CString },
+    Bind {
+        source: CString,
+        target: CString,
+    },
+    Proc {
+        target: CString,
+    },
 }
 
 /// The skeleton is made; these mounts complete the root.
@@ -96,7 +104,11 @@ fn mirror(root_dir: &Path, path: &str, optional: bool, mounts: &mut Vec<MountOp>
         let link = fs::read_link(host).map_err(|e| RootError::Create { path: host.into(), source: e })?;
         return make_symlink(&link, &target);
     }
-    if meta.is_dir() { mkdir(&target)? } else { write_file(&target, b"")? }
+    if meta.is_dir() {
+        mkdir(&target)?
+    } else {
+        write_file(&target, b"")?
+    }
     mounts.push(MountOp::BindReadOnly { source: c_path(host)?, target: c_path(&target)? });
     Ok(())
 }

@@ -45,22 +45,13 @@ pub const DEFAULT_POLICY_JSON: &str = include_str!("../policy/seccomp.json");
 pub enum SeccompError {
     #[error("seccomp policy is not valid json: {reason}")]
     Json { reason: String },
-    #[error(
-        "seccomp policy must be an object of named sections, each with mismatch_action, match_action and filter"
-    )]
+    #[error("seccomp policy must be an object of named sections, each with mismatch_action, match_action and filter")]
     NotSections,
     #[error("seccomp policy section `{section}`: {reason}")]
     Section { section: String, reason: String },
     #[error("seccomp policy section `{section}`, filter[{index}] (`{syscall}`): {reason}")]
-    Rule {
-        section: String,
-        index: usize,
-        syscall: String,
-        reason: String,
-    },
-    #[error(
-        "seccomp filters are not supported on {arch}: runbox knows the audit arch of x86_64 and aarch64 only"
-    )]
+    Rule { section: String, index: usize, syscall: String, reason: String },
+    #[error("seccomp filters are not supported on {arch}: runbox knows the audit arch of x86_64 and aarch64 only")]
     UnsupportedArch { arch: &'static str },
     #[error("seccomp filter has {instructions} bpf instructions, more than the kernel's limit of {max}", max = libc::BPF_MAXINSNS)]
     TooLarge { instructions: usize },
@@ -91,23 +82,15 @@ impl SeccompFilter {
     /// atomic load. Compile it before forking: the child may only call [`Self::install`].
     pub fn default_policy() -> Result<&'static SeccompFilter, SeccompError> {
         static DEFAULT: OnceLock<Result<SeccompFilter, SeccompError>> = OnceLock::new();
-        DEFAULT
-            .get_or_init(|| Self::from_json(DEFAULT_POLICY_JSON))
-            .as_ref()
-            .map_err(Clone::clone)
+        DEFAULT.get_or_init(|| Self::from_json(DEFAULT_POLICY_JSON)).as_ref().map_err(Clone::clone)
     }
 
     /// Compiles a policy in the format of `policy/seccomp.json` (see the module docs).
     /// Errors name the section and, where one is to blame, the rule.
     pub fn from_json(json: &str) -> Result<SeccompFilter, SeccompError> {
         let abi = NativeAbi::current()?;
-        let policy: Value = serde_json::from_str(json).map_err(|e| SeccompError::Json {
-            reason: e.to_string(),
-        })?;
-        let sections = policy
-            .as_object()
-            .filter(|s| !s.is_empty())
-            .ok_or(SeccompError::NotSections)?;
+        let policy: Value = serde_json::from_str(json).map_err(|e| SeccompError::Json { reason: e.to_string() })?;
+        let sections = policy.as_object().filter(|s| !s.is_empty()).ok_or(SeccompError::NotSections)?;
         // Sorted explicitly: serde_json keeps insertion order if any crate in the build
         // enables its `preserve_order` feature.
         let mut names: Vec<&String> = sections.keys().collect();
@@ -130,9 +113,7 @@ impl SeccompFilter {
         }
         program.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
         if program.len() > libc::BPF_MAXINSNS as usize {
-            return Err(SeccompError::TooLarge {
-                instructions: program.len(),
-            });
+            return Err(SeccompError::TooLarge { instructions: program.len() });
         }
         Ok(SeccompFilter { program, denied })
     }
@@ -164,10 +145,7 @@ impl fmt::Debug for SeccompFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SeccompFilter")
             .field("instructions", &self.program.len())
-            .field(
-                "denied",
-                &self.denied.iter().map(|d| &d.syscall).collect::<Vec<_>>(),
-            )
+            .field("denied", &self.denied.iter().map(|d| &d.syscall).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -196,13 +174,8 @@ impl NativeAbi {
             "aarch64" => AUDIT_ARCH_AARCH64,
             _ => return Err(SeccompError::UnsupportedArch { arch: name }),
         };
-        let target =
-            TargetArch::try_from(name).map_err(|_| SeccompError::UnsupportedArch { arch: name })?;
-        Ok(NativeAbi {
-            name,
-            target,
-            audit_arch,
-        })
+        let target = TargetArch::try_from(name).map_err(|_| SeccompError::UnsupportedArch { arch: name })?;
+        Ok(NativeAbi { name, target, audit_arch })
     }
 }
 
@@ -216,12 +189,7 @@ const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
+    libc::sock_filter { code, jt: 0, jf: 0, k }
 }
 
 fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
@@ -259,15 +227,11 @@ fn abi_prefix(abi: &NativeAbi) -> Vec<libc::sock_filter> {
 /// see [`check_section`]), so each becomes a jump to the end of the section, where the next
 /// section or the final allow starts. Each instruction is replaced by exactly one, so the
 /// section's own relative jumps keep their targets.
-fn append_section(
-    program: &mut Vec<libc::sock_filter>,
-    section: BpfProgram,
-) -> Result<(), SeccompError> {
+fn append_section(program: &mut Vec<libc::sock_filter>, section: BpfProgram) -> Result<(), SeccompError> {
     let len = section.len();
     for (i, insn) in section.into_iter().enumerate() {
         program.push(if insn.code == RET_K && insn.k == libc::SECCOMP_RET_ALLOW {
-            let to_end = u32::try_from(len - i - 1)
-                .map_err(|_| SeccompError::TooLarge { instructions: len })?;
+            let to_end = u32::try_from(len - i - 1).map_err(|_| SeccompError::TooLarge { instructions: len })?;
             stmt(JA, to_end)
         } else {
             let seccompiler::sock_filter { code, jt, jf, k } = insn;
@@ -284,10 +248,7 @@ fn section_arch(name: &str) -> Result<Option<&str>, SeccompError> {
         Some((_, arch)) if KNOWN_ARCHES.contains(&arch) => Ok(Some(arch)),
         Some((_, arch)) => Err(SeccompError::Section {
             section: name.to_owned(),
-            reason: format!(
-                "unknown architecture `{arch}` after `@`; known: {}",
-                KNOWN_ARCHES.join(", ")
-            ),
+            reason: format!("unknown architecture `{arch}` after `@`; known: {}", KNOWN_ARCHES.join(", ")),
         }),
     }
 }
@@ -300,13 +261,8 @@ fn check_section(
     body: &Value,
     owners: &mut BTreeMap<String, String>,
 ) -> Result<Vec<DeniedSyscall>, SeccompError> {
-    let section_error = |reason: &str| SeccompError::Section {
-        section: name.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let body = body
-        .as_object()
-        .ok_or_else(|| section_error("must be an object"))?;
+    let section_error = |reason: &str| SeccompError::Section { section: name.to_owned(), reason: reason.to_owned() };
+    let body = body.as_object().ok_or_else(|| section_error("must be an object"))?;
     if field(body, "mismatch_action", "default_action") != Some(&Value::from("allow")) {
         return Err(section_error(
             "mismatch_action must be \"allow\": a section is a deny-list, and calls it does not match go on to the next section",
@@ -314,15 +270,9 @@ fn check_section(
     }
     let action = field(body, "match_action", "filter_action")
         .and_then(describe_action)
-        .ok_or_else(|| {
-            section_error(
-                "match_action must be an action other than \"allow\", such as {\"errno\": 1}",
-            )
-        })?;
-    let rules = body
-        .get("filter")
-        .and_then(Value::as_array)
-        .ok_or_else(|| section_error("filter must be a list of rules"))?;
+        .ok_or_else(|| section_error("match_action must be an action other than \"allow\", such as {\"errno\": 1}"))?;
+    let rules =
+        body.get("filter").and_then(Value::as_array).ok_or_else(|| section_error("filter must be a list of rules"))?;
 
     let mut denied: Vec<DeniedSyscall> = Vec::with_capacity(rules.len());
     for (index, rule) in rules.iter().enumerate() {
@@ -343,10 +293,7 @@ fn check_section(
         owners.insert(syscall.to_owned(), name.to_owned());
         // seccompiler keeps only the rules with args when a syscall also has one without,
         // which would silently turn "deny always" into "deny sometimes".
-        if denied
-            .iter()
-            .any(|d| d.syscall == syscall && d.conditional != rule.conditional)
-        {
+        if denied.iter().any(|d| d.syscall == syscall && d.conditional != rule.conditional) {
             return Err(rule_error(MIXED_ARGS.to_owned()));
         }
         denied.push(rule);
@@ -355,17 +302,12 @@ fn check_section(
 }
 
 const NO_NAME: &str = "must be an object whose `syscall` names the syscall";
-const MIXED_ARGS: &str =
-    "has rules both with and without `args`; seccompiler would keep only those with args";
-const NR_RANGE: &str =
-    "`nr` must be a syscall number from 424 up, where numbers are the same on every architecture";
+const MIXED_ARGS: &str = "has rules both with and without `args`; seccompiler would keep only those with args";
+const NR_RANGE: &str = "`nr` must be a syscall number from 424 up, where numbers are the same on every architecture";
 
 /// The checks of one rule on its own; the error is the reason.
 fn check_rule(rule: &Value, syscall: &str, action: &str) -> Result<DeniedSyscall, &'static str> {
-    let comment = rule
-        .get("comment")
-        .and_then(Value::as_str)
-        .map_or("", str::trim);
+    let comment = rule.get("comment").and_then(Value::as_str).map_or("", str::trim);
     if comment.is_empty() {
         return Err("needs a non-empty `comment` saying why the rule exists");
     }
@@ -395,10 +337,7 @@ fn describe_action(action: &Value) -> Option<String> {
         Value::String(a) if a != "allow" => Some(a.clone()),
         Value::Object(a) if a.len() == 1 => {
             let (name, value) = a.iter().next()?;
-            match (
-                name.as_str(),
-                value.as_i64().and_then(|n| i32::try_from(n).ok()),
-            ) {
+            match (name.as_str(), value.as_i64().and_then(|n| i32::try_from(n).ok())) {
                 ("errno", Some(n)) => Some(format!("{:?}", Errno::from_raw(n))),
                 ("errno", None) => None,
                 _ => Some(name.clone()),
@@ -411,19 +350,12 @@ fn describe_action(action: &Value) -> Option<String> {
 /// Splits a section's numbered rules from the rest: returns the BPF that matches them
 /// (loads the number, then one compare and return per rule) and the section without them,
 /// for seccompiler, which would refuse their names.
-fn numbered_rules(
-    name: &str,
-    body: &Value,
-) -> Result<(Vec<libc::sock_filter>, Value), SeccompError> {
+fn numbered_rules(name: &str, body: &Value) -> Result<(Vec<libc::sock_filter>, Value), SeccompError> {
     let mut named = body.clone();
     let mut numbers = Vec::new();
     if let Some(rules) = named.get_mut("filter").and_then(Value::as_array_mut) {
         // `check_section` has checked that every `nr` fits.
-        numbers.extend(
-            rules
-                .iter()
-                .filter_map(|r| u32::try_from(r.get("nr")?.as_u64()?).ok()),
-        );
+        numbers.extend(rules.iter().filter_map(|r| u32::try_from(r.get("nr")?.as_u64()?).ok()));
         rules.retain(|r| r.get("nr").is_none());
     }
     if numbers.is_empty() {
@@ -453,28 +385,17 @@ fn field<'a>(body: &'a Map<String, Value>, name: &str, alias: &str) -> Option<&'
 /// Compiles one section, `named` being `body` without its numbered rules, on its own: an
 /// `@arch` section names syscalls that other architectures lack, so the policy cannot go
 /// to seccompiler in one piece.
-fn compile_section(
-    name: &str,
-    body: &Value,
-    named: &Value,
-    target: TargetArch,
-) -> Result<BpfProgram, SeccompError> {
+fn compile_section(name: &str, body: &Value, named: &Value, target: TargetArch) -> Result<BpfProgram, SeccompError> {
     compile(name, named, target).map_err(|reason| {
-        blame_rule(name, body, named, target).unwrap_or(SeccompError::Section {
-            section: name.to_owned(),
-            reason,
-        })
+        blame_rule(name, body, named, target).unwrap_or(SeccompError::Section { section: name.to_owned(), reason })
     })
 }
 
 fn compile(name: &str, body: &Value, target: TargetArch) -> Result<BpfProgram, String> {
     let one = Value::Object(Map::from_iter([(name.to_owned(), body.clone())]));
     let json = serde_json::to_vec(&one).map_err(|e| e.to_string())?;
-    let mut programs =
-        seccompiler::compile_from_json(json.as_slice(), target).map_err(|e| e.to_string())?;
-    programs
-        .remove(name)
-        .ok_or_else(|| "seccompiler returned no program for it".to_owned())
+    let mut programs = seccompiler::compile_from_json(json.as_slice(), target).map_err(|e| e.to_string())?;
+    programs.remove(name).ok_or_else(|| "seccompiler returned no program for it".to_owned())
 }
 
 /// On a compile error, finds the first rule that fails on its own, so the error can name
@@ -488,22 +409,10 @@ fn blame_rule(name: &str, body: &Value, named: &Value, target: TargetArch) -> Op
         section
     };
     compile(name, &with_rules(Vec::new()), target).ok()?;
-    let mut by_name = rules
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.get("nr").is_none());
+    let mut by_name = rules.iter().enumerate().filter(|(_, r)| r.get("nr").is_none());
     by_name.find_map(|(index, rule)| {
         let reason = compile(name, &with_rules(vec![rule.clone()]), target).err()?;
-        let syscall = rule
-            .get("syscall")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned();
-        Some(SeccompError::Rule {
-            section: name.to_owned(),
-            index,
-            syscall,
-            reason,
-        })
+        let syscall = rule.get("syscall").and_then(Value::as_str).unwrap_or("?").to_owned();
+        Some(SeccompError::Rule { section: name.to_owned(), index, syscall, reason })
     })
 }

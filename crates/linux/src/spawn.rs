@@ -14,8 +14,12 @@ use crate::{SandboxFailure, failure};
 
 /// Namespaces of every run. The user namespace comes first in the kernel's own order, so the
 /// others are owned by it and the child holds capabilities over them for its setup.
-const NAMESPACES: libc::c_int =
-    libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWNET;
 
 /// The supervisor's ends of a started sandbox.
 pub struct Started {
@@ -68,10 +72,23 @@ pub fn start(plan: &ChildPlan, cgroup: &RunCgroup, host_uid: u32, host_gid: u32)
             init_main(plan, fds)
         }
         Ok(CloneResult::Parent(pid)) => pid,
-        Err(e) => return Err(failure("namespaces", format!("clone with user, pid, mount, ipc, uts and net namespaces: {e}; run `runbox doctor`"))),
+        Err(e) => {
+            return Err(failure(
+                "namespaces",
+                format!("clone with user, pid, mount, ipc, uts and net namespaces: {e}; run `runbox doctor`"),
+            ));
+        }
     };
     let Channels { setup, status, stdin, stdout, stderr } = ch;
-    let started = Started { init, pidfd: open_pidfd(init)?, setup: setup.0, status: status.0, stdin: stdin.0, stdout: stdout.0, stderr: stderr.0 };
+    let started = Started {
+        init,
+        pidfd: open_pidfd(init)?,
+        setup: setup.0,
+        status: status.0,
+        stdin: stdin.0,
+        stdout: stdout.0,
+        stderr: stderr.0,
+    };
     if let Err(e) = admit(&started, cgroup, host_uid, host_gid) {
         kill_and_reap(init);
         return Err(e);

@@ -153,7 +153,7 @@ pub fn run_step(spec: &StepSpec) -> StepOutcome {
     if let Some(init) = init {
         let _ = nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGKILL);
     }
-    if let Err(e) = cgroup.kill_all() {
+    if let Err(e) = cgroup.signal_all() {
         outcome.cleanup_errors.push(format!("kill the run's processes: {e}"));
     }
     outcome.teardown = Teardown { init, cgroup: Some(cgroup) };
@@ -164,13 +164,24 @@ pub fn run_step(spec: &StepSpec) -> StepOutcome {
 fn prepare(spec: &StepSpec) -> Result<(ExecArgs, RunCgroup), SandboxFailure> {
     match process::thread_count() {
         Ok(1) => {}
-        Ok(n) => return Err(failure("supervisor", format!("the supervisor has {n} threads; clone needs a single-threaded process"))),
+        Ok(n) => {
+            return Err(failure(
+                "supervisor",
+                format!("the supervisor has {n} threads; clone needs a single-threaded process"),
+            ));
+        }
         Err(e) => return Err(failure("supervisor", format!("count threads: {e}"))),
     }
-    let exec = ExecArgs::new(spec.argv, spec.env).map_err(|e| failure("plan", format!("argv or env holds a NUL byte: {e}")))?;
+    let exec = ExecArgs::new(spec.argv, spec.env)
+        .map_err(|e| failure("plan", format!("argv or env holds a NUL byte: {e}")))?;
     // init is in the cgroup too; `processes` counts the program's own.
-    let limits = CgroupLimits { memory_bytes: spec.limits.memory_bytes, processes: spec.limits.processes + 1, cpu_cores: spec.cpu_cores };
-    let cgroup = RunCgroup::create(spec.name, &limits).map_err(|e| failure("cgroup", format!("{e}; run `runbox doctor`")))?;
+    let limits = CgroupLimits {
+        memory_bytes: spec.limits.memory_bytes,
+        processes: spec.limits.processes + 1,
+        cpu_cores: spec.cpu_cores,
+    };
+    let cgroup =
+        RunCgroup::create(spec.name, &limits).map_err(|e| failure("cgroup", format!("{e}; run `runbox doctor`")))?;
     Ok((exec, cgroup))
 }
 
@@ -297,15 +308,27 @@ fn describe_mount(op: &MountOp) -> String {
 /// The layers that every successful exec had in force, in the order they were applied.
 fn layers(cgroup: &RunCgroup) -> Vec<String> {
     let mut layers: Vec<String> = [
-        "user_namespace", "pid_namespace", "mount_namespace", "ipc_namespace", "uts_namespace",
+        "user_namespace",
+        "pid_namespace",
+        "mount_namespace",
+        "ipc_namespace",
+        "uts_namespace",
         "net_namespace:loopback_only",
     ]
     .map(String::from)
     .to_vec();
     layers.extend(cgroup.layers());
     layers.extend(
-        ["cgroup_namespace", "pivot_root:read_only_root", "capabilities:none", "no_new_privs", "new_session", "rlimits", "seccomp"]
-            .map(String::from),
+        [
+            "cgroup_namespace",
+            "pivot_root:read_only_root",
+            "capabilities:none",
+            "no_new_privs",
+            "new_session",
+            "rlimits",
+            "seccomp",
+        ]
+        .map(String::from),
     );
     layers
 }

@@ -178,7 +178,7 @@ impl Supervisor<'_> {
     fn kill(&mut self, reason: KillReason) {
         self.out.killed_for.get_or_insert(reason);
         let _ = nix::sys::signal::kill(self.init, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.cgroup.kill_all();
+        let _ = self.cgroup.signal_all();
     }
 
     fn timeout_ms(&self) -> i32 {
@@ -258,7 +258,9 @@ impl Supervisor<'_> {
     }
 
     fn on_status(&mut self) {
-        let Some(status) = self.status.take() else { return };
+        let Some(status) = self.status.take() else {
+            return;
+        };
         let mut buf = [0u8; 4];
         if let Ok(4) = nix::unistd::read(status.as_raw_fd(), &mut buf) {
             self.out.wait_status = Some(i32::from_le_bytes(buf));
@@ -294,7 +296,9 @@ impl Supervisor<'_> {
 
 /// Reads what is there; true at end-of-file.
 fn drain(stream: &mut Stream) -> bool {
-    let Some(fd) = stream.fd.as_ref() else { return true };
+    let Some(fd) = stream.fd.as_ref() else {
+        return true;
+    };
     let mut buf = [0u8; READ_CHUNK];
     match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
         Ok(0) => true,

@@ -7,9 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use runbox_linux::cgroup::{
-    CgroupLayout, CgroupLimits, CgroupVersion, RunCgroup, list_run_groups, sweep_stale_in,
-};
+use runbox_linux::cgroup::{CgroupLayout, CgroupLimits, CgroupVersion, RunCgroup, list_run_groups, sweep_stale_in};
 
 const MIB: u64 = 1 << 20;
 
@@ -18,11 +16,7 @@ fn name(tag: &str) -> String {
 }
 
 fn limits(memory_bytes: u64, processes: u64, cpu_cores: Option<f64>) -> CgroupLimits {
-    CgroupLimits {
-        memory_bytes,
-        processes,
-        cpu_cores,
-    }
+    CgroupLimits { memory_bytes, processes, cpu_cores }
 }
 
 /// A shell held at `read` until released, so it can be attached before it does anything.
@@ -47,10 +41,7 @@ fn wait_for(child: &mut Child, limit: Duration) -> ExitStatus {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(
-            start.elapsed() < limit,
-            "child still running after {limit:?}"
-        );
+        assert!(start.elapsed() < limit, "child still running after {limit:?}");
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -70,12 +61,7 @@ fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 fn is_dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
+        Ok(stat) => stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
     }
 }
 
@@ -88,10 +74,7 @@ struct Fixture {
 impl Fixture {
     fn new(tag: &str, limits: &CgroupLimits) -> Fixture {
         let cg = RunCgroup::create(&name(tag), limits).expect("create run group");
-        Fixture {
-            cg: Some(cg),
-            children: Vec::new(),
-        }
+        Fixture { cg: Some(cg), children: Vec::new() }
     }
 
     fn cg(&self) -> &RunCgroup {
@@ -101,9 +84,7 @@ impl Fixture {
     /// Spawns a held shell, attaches it, and releases it.
     fn start(&mut self, script: &str) -> usize {
         let mut child = held(script);
-        self.cg()
-            .add_process(child.id() as i32)
-            .expect("add_process");
+        self.cg().add_process(child.id() as i32).expect("add_process");
         release(&mut child);
         self.children.push(child);
         self.children.len() - 1
@@ -114,10 +95,7 @@ impl Fixture {
         let cg = self.cg.take().unwrap();
         let name = cg.name().to_string();
         cg.remove().expect("remove");
-        assert!(
-            !list_run_groups().unwrap().contains(&name),
-            "{name} left behind"
-        );
+        assert!(!list_run_groups().unwrap().contains(&name), "{name} left behind");
     }
 }
 
@@ -150,53 +128,24 @@ fn process_is_attached_in_every_hierarchy_and_dirs_go_away() {
             for ctrl in ["memory", "pids", "cpu", "cpuacct"] {
                 let line = membership
                     .lines()
-                    .find(|l| {
-                        l.split(':')
-                            .nth(1)
-                            .is_some_and(|c| c.split(',').any(|c| c == ctrl))
-                    })
+                    .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == ctrl)))
                     .unwrap_or_else(|| panic!("no {ctrl} line in {membership}"));
                 assert!(line.ends_with(&expected_path), "{ctrl}: {line}");
             }
-            assert_eq!(
-                fx.cg().layers(),
-                [
-                    "cgroup_v1:memory",
-                    "cgroup_v1:pids",
-                    "cgroup_v1:cpu",
-                    "cgroup_v1:cpuacct"
-                ]
-            );
+            assert_eq!(fx.cg().layers(), ["cgroup_v1:memory", "cgroup_v1:pids", "cgroup_v1:cpu", "cgroup_v1:cpuacct"]);
         }
         CgroupVersion::V2 => {
-            assert!(
-                membership.contains(&format!("0::{expected_path}")),
-                "{membership}"
-            );
+            assert!(membership.contains(&format!("0::{expected_path}")), "{membership}");
         }
     }
     assert!(list_run_groups().unwrap().contains(&name));
 
     fx.cg.take().unwrap().remove().unwrap();
-    assert_eq!(
-        child.wait().unwrap().signal(),
-        Some(9),
-        "remove kills what is left"
-    );
+    assert_eq!(child.wait().unwrap().signal(), Some(9), "remove kills what is left");
     assert!(!list_run_groups().unwrap().contains(&name));
-    if let CgroupLayout::V1 {
-        memory,
-        pids,
-        cpuacct,
-        cpu,
-    } = layout
-    {
+    if let CgroupLayout::V1 { memory, pids, cpuacct, cpu } = layout {
         for mount in [memory, pids, cpuacct, cpu.unwrap()] {
-            assert!(
-                !mount.join("runbox").join(&name).exists(),
-                "{}",
-                mount.display()
-            );
+            assert!(!mount.join("runbox").join(&name).exists(), "{}", mount.display());
         }
     }
 }
@@ -211,9 +160,7 @@ fn memory_limit_ends_in_a_counted_oom_kill() {
     let stats = fx.cg().stats().unwrap();
     eprintln!("after OOM: {stats:?}");
     assert!(stats.oom_kills >= 1, "{stats:?}");
-    let peak = stats
-        .peak_memory_bytes
-        .expect("v1 and recent v2 track the peak");
+    let peak = stats.peak_memory_bytes.expect("v1 and recent v2 track the peak");
     assert!((16 * MIB..=33 * MIB).contains(&peak), "peak {peak}");
     fx.finish();
 }
@@ -222,9 +169,7 @@ fn memory_limit_ends_in_a_counted_oom_kill() {
 fn process_limit_hits_are_counted() {
     let mut fx = Fixture::new("pids", &limits(64 * MIB, 5, None));
     fx.start("i=0; while [ $i -lt 20 ]; do sleep 100 & i=$((i+1)); done; wait");
-    let hit = poll_until(Duration::from_secs(10), || {
-        fx.cg().stats().unwrap().pids_max_hits >= 1
-    });
+    let hit = poll_until(Duration::from_secs(10), || fx.cg().stats().unwrap().pids_max_hits >= 1);
     assert!(hit, "{:?}", fx.cg().stats());
     assert!(fx.cg().processes().unwrap().len() <= 5);
     assert_eq!(fx.cg().stats().unwrap().oom_kills, 0);
@@ -236,16 +181,11 @@ fn cpu_usage_grows_while_busy() {
     let mut fx = Fixture::new("cpu", &limits(64 * MIB, 8, None));
     let before = fx.cg().cpu_usage_ns().unwrap();
     fx.start("while :; do :; done");
-    let grew = poll_until(Duration::from_secs(10), || {
-        fx.cg().cpu_usage_ns().unwrap() >= before + 50_000_000
-    });
+    let grew = poll_until(Duration::from_secs(10), || fx.cg().cpu_usage_ns().unwrap() >= before + 50_000_000);
     assert!(grew, "cpu usage {} ns", fx.cg().cpu_usage_ns().unwrap());
     let stats = fx.cg().stats().unwrap();
     let now = fx.cg().cpu_usage_ns().unwrap();
-    assert!(
-        stats.cpu_time_ns <= now && stats.cpu_time_ns >= 50_000_000,
-        "{stats:?} vs {now}"
-    );
+    assert!(stats.cpu_time_ns <= now && stats.cpu_time_ns >= 50_000_000, "{stats:?} vs {now}");
     fx.finish();
 }
 
@@ -258,10 +198,7 @@ fn cpu_quota_throttles_a_busy_loop() {
     let used_ns = fx.cg().cpu_usage_ns().unwrap();
     let wall_ns = start.elapsed().as_nanos() as u64;
     // 0.1 cores: about 10% of the wall time, with room for one period of slack.
-    assert!(
-        used_ns <= wall_ns / 10 + 100_000_000,
-        "used {used_ns} ns of {wall_ns} ns"
-    );
+    assert!(used_ns <= wall_ns / 10 + 100_000_000, "used {used_ns} ns of {wall_ns} ns");
     assert!(used_ns > 0);
     fx.finish();
 }
@@ -271,9 +208,7 @@ fn kill_all_kills_a_tree_with_a_double_forked_orphan() {
     let mut fx = Fixture::new("tree", &limits(64 * MIB, 16, None));
     fx.start("(sleep 100 &) ; sleep 100");
     // The shell, its sleep, and the orphaned sleep whose parent subshell exited.
-    let three = poll_until(Duration::from_secs(10), || {
-        fx.cg().processes().unwrap().len() == 3
-    });
+    let three = poll_until(Duration::from_secs(10), || fx.cg().processes().unwrap().len() == 3);
     let pids = fx.cg().processes().unwrap();
     assert!(three, "{pids:?}");
     fx.cg().kill_all().unwrap();
@@ -305,11 +240,7 @@ fn sweep_removes_a_crashed_runs_group() {
 #[test]
 fn concurrent_creates_share_the_parent() {
     let handles: Vec<_> = (0..8)
-        .map(|i| {
-            std::thread::spawn(move || {
-                RunCgroup::create(&name(&format!("race{i}")), &limits(64 * MIB, 8, None))
-            })
-        })
+        .map(|i| std::thread::spawn(move || RunCgroup::create(&name(&format!("race{i}")), &limits(64 * MIB, 8, None))))
         .collect();
     let groups: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let mut failures = Vec::new();
@@ -327,32 +258,17 @@ fn existing_name_is_refused_and_left_alone() {
     let fx = Fixture::new("dup", &limits(64 * MIB, 8, None));
     let err = RunCgroup::create(fx.cg().name(), &limits(64 * MIB, 8, None)).unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
-    assert!(
-        list_run_groups()
-            .unwrap()
-            .contains(&fx.cg().name().to_string())
-    );
+    assert!(list_run_groups().unwrap().contains(&fx.cg().name().to_string()));
     fx.finish();
 }
 
 #[test]
 fn quota_without_cpu_hierarchy_fails_and_leaves_nothing() {
-    let CgroupLayout::V1 {
-        memory,
-        pids,
-        cpuacct,
-        ..
-    } = CgroupLayout::detect().unwrap()
-    else {
+    let CgroupLayout::V1 { memory, pids, cpuacct, .. } = CgroupLayout::detect().unwrap() else {
         eprintln!("not v1: nothing to check");
         return;
     };
-    let layout = CgroupLayout::V1 {
-        memory,
-        pids,
-        cpuacct,
-        cpu: None,
-    };
+    let layout = CgroupLayout::V1 { memory, pids, cpuacct, cpu: None };
     let name = name("nocpu");
     let err = RunCgroup::create_in(&layout, &name, &limits(64 * MIB, 8, Some(1.0))).unwrap_err();
     assert!(err.to_string().contains("controller cpu"), "{err}");
@@ -372,12 +288,8 @@ fn timing_of_create_add_remove() {
     for round in 0..ROUNDS {
         let mut child = Command::new("sleep").arg("100").spawn().unwrap();
         let t = Instant::now();
-        let cg = RunCgroup::create_in(
-            &layout,
-            &name(&format!("timing{round}")),
-            &limits(64 * MIB, 8, Some(1.0)),
-        )
-        .unwrap();
+        let cg =
+            RunCgroup::create_in(&layout, &name(&format!("timing{round}")), &limits(64 * MIB, 8, Some(1.0))).unwrap();
         let create = t.elapsed();
         let t = Instant::now();
         let added = cg.add_process(child.id() as i32);

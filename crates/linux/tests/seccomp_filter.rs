@@ -39,9 +39,7 @@ fn in_thread<T: Send + 'static>(filtered: bool, body: impl FnOnce() -> T + Send 
         }
         body()
     });
-    thread
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// A raw syscall, as the sandboxed program would make it: `Ok(return value)` or the errno.
@@ -142,10 +140,7 @@ fn denied_calls_fail_with_the_policy_errno_and_only_under_the_filter() {
     let mut failures = Vec::new();
     for ((probe, with), (_, without)) in filtered.iter().zip(&unfiltered) {
         if *with != Err(probe.denied_with) {
-            failures.push(format!(
-                "{}: {with:?} under the filter, expected {:?}",
-                probe.name, probe.denied_with
-            ));
+            failures.push(format!("{}: {with:?} under the filter, expected {:?}", probe.name, probe.denied_with));
         }
         if *without == Err(probe.denied_with) {
             failures.push(format!(
@@ -168,31 +163,13 @@ fn ordinary_calls_still_work_under_the_filter() {
         let message = b"still here";
         // SAFETY: write reads `message.len()` bytes from `message`, which lives across the call.
         let wrote = unsafe {
-            sys(
-                libc::SYS_write,
-                [
-                    write_end as c_ulong,
-                    message.as_ptr() as c_ulong,
-                    message.len() as c_ulong,
-                    0,
-                    0,
-                ],
-            )
+            sys(libc::SYS_write, [write_end as c_ulong, message.as_ptr() as c_ulong, message.len() as c_ulong, 0, 0])
         };
         assert_eq!(wrote, Ok(message.len() as c_long));
         let mut buf = [0u8; 16];
         // SAFETY: read writes at most `buf.len()` bytes into `buf`, which lives across the call.
         let read = unsafe {
-            sys(
-                libc::SYS_read,
-                [
-                    read_end as c_ulong,
-                    buf.as_mut_ptr() as c_ulong,
-                    buf.len() as c_ulong,
-                    0,
-                    0,
-                ],
-            )
+            sys(libc::SYS_read, [read_end as c_ulong, buf.as_mut_ptr() as c_ulong, buf.len() as c_ulong, 0, 0])
         };
         assert_eq!(read, Ok(message.len() as c_long));
         assert_eq!(&buf[..message.len()], message);
@@ -205,12 +182,7 @@ fn ordinary_calls_still_work_under_the_filter() {
         }
         // A TCGETS ioctl on a non-terminal reaches the kernel, which says ENOTTY.
         // SAFETY: TCGETS on a pipe fails before it would write to the (null) termios pointer.
-        let tcgets = unsafe {
-            sys(
-                libc::SYS_ioctl,
-                [read_end as c_ulong, libc::TCGETS as c_ulong, 0, 0, 0],
-            )
-        };
+        let tcgets = unsafe { sys(libc::SYS_ioctl, [read_end as c_ulong, libc::TCGETS as c_ulong, 0, 0, 0]) };
         assert_eq!(tcgets, Err(Errno::ENOTTY));
     });
 }
@@ -232,10 +204,7 @@ fn clone_and_reap(flags: c_ulong) -> Result<WaitStatus, Errno> {
 fn fork_like_clone_works_but_clone_into_a_new_namespace_does_not() {
     let sigchld = libc::SIGCHLD as c_ulong;
     in_thread(true, move || {
-        assert!(
-            matches!(clone_and_reap(sigchld), Ok(WaitStatus::Exited(_, 7))),
-            "a plain fork-like clone must work"
-        );
+        assert!(matches!(clone_and_reap(sigchld), Ok(WaitStatus::Exited(_, 7))), "a plain fork-like clone must work");
         let newnet = clone_and_reap(libc::CLONE_NEWNET as c_ulong | sigchld);
         assert_eq!(newnet, Err(Errno::EPERM), "clone(CLONE_NEWNET | SIGCHLD)");
     });
@@ -284,11 +253,7 @@ fn real_programs_with_threads_run_under_the_filter() {
         let output = command.output().expect("spawning the program");
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "{program}: {:?}\n{stderr}",
-            output.status
-        );
+        assert!(output.status.success(), "{program}: {:?}\n{stderr}", output.status);
         assert_eq!(stdout, expected, "{program}, stderr: {stderr}");
     }
 }
@@ -311,10 +276,7 @@ mod abi {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork: {}", Errno::last());
         if pid == 0 {
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
+            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             // SAFETY: these calls read `no_core` and set flags on this process; being killed by
             // SIGSYS would otherwise dump core into the working directory.
             unsafe {
@@ -343,21 +305,14 @@ mod abi {
 
     fn x32_ptrace() {
         // SAFETY: as in `probes`: PTRACE_ATTACH to a pid that does not exist.
-        let _ = unsafe {
-            sys(
-                X32_SYSCALL_BIT | libc::SYS_ptrace,
-                [libc::PTRACE_ATTACH as c_ulong, 0x3fff_ffff, 0, 0, 0],
-            )
-        };
+        let _ =
+            unsafe { sys(X32_SYSCALL_BIT | libc::SYS_ptrace, [libc::PTRACE_ATTACH as c_ulong, 0x3fff_ffff, 0, 0, 0]) };
     }
 
     #[test]
     fn x32_syscalls_kill_the_process() {
         // Unfiltered, an x32 call returns (ENOSYS on kernels without CONFIG_X86_X32_ABI).
-        assert!(matches!(
-            in_child(false, x32_getpid),
-            WaitStatus::Exited(_, 0)
-        ));
+        assert!(matches!(in_child(false, x32_getpid), WaitStatus::Exited(_, 0)));
         for body in [x32_getpid as fn(), x32_ptrace] {
             let status = in_child(true, body);
             assert!(
@@ -390,9 +345,6 @@ mod abi {
             "int 0x80 without the filter: {unfiltered:?} (is IA32 emulation off?)"
         );
         let status = in_child(true, i386_getpid);
-        assert!(
-            matches!(status, WaitStatus::Signaled(_, Signal::SIGSYS, _)),
-            "int 0x80 under the filter: {status:?}"
-        );
+        assert!(matches!(status, WaitStatus::Signaled(_, Signal::SIGSYS, _)), "int 0x80 under the filter: {status:?}");
     }
 }

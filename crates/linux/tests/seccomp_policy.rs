@@ -30,28 +30,17 @@ const SOMETIMES_DENIED: &[&str] = &["clone", "ioctl", "personality"];
 /// stopped checking comments would not hide a missing one.
 #[test]
 fn every_rule_and_condition_in_the_policy_says_why() {
-    let policy: Value =
-        serde_json::from_str(DEFAULT_POLICY_JSON).expect("policy/seccomp.json is json");
+    let policy: Value = serde_json::from_str(DEFAULT_POLICY_JSON).expect("policy/seccomp.json is json");
     let mut rules = 0;
     for (section, body) in policy.as_object().expect("sections") {
-        for (index, rule) in body["filter"]
-            .as_array()
-            .expect("filter list")
-            .iter()
-            .enumerate()
-        {
+        for (index, rule) in body["filter"].as_array().expect("filter list").iter().enumerate() {
             let comment = rule["comment"].as_str().unwrap_or("");
             assert!(
                 comment.trim().len() > 10,
                 "{section} filter[{index}] ({}) needs a comment saying why",
                 rule["syscall"]
             );
-            for arg in rule
-                .get("args")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for arg in rule.get("args").and_then(Value::as_array).into_iter().flatten() {
                 assert!(
                     !arg["comment"].as_str().unwrap_or("").trim().is_empty(),
                     "{section} filter[{index}]: every arg needs a comment naming the value"
@@ -71,10 +60,7 @@ fn the_built_in_policy_denies_what_it_must() {
     for &name in ALWAYS_DENIED.iter().chain(ALWAYS_DENIED_HERE) {
         let rules: Vec<_> = find(name).collect();
         assert_eq!(rules.len(), 1, "{name} must have exactly one rule");
-        assert!(
-            !rules[0].conditional,
-            "{name} must be denied whatever its arguments"
-        );
+        assert!(!rules[0].conditional, "{name} must be denied whatever its arguments");
         let errno = if name == "clone3" { "ENOSYS" } else { "EPERM" };
         assert_eq!(rules[0].action, errno, "{name}");
     }
@@ -84,11 +70,7 @@ fn the_built_in_policy_denies_what_it_must() {
             "{name} must be denied for some arguments only"
         );
     }
-    assert_eq!(
-        find("clone").count(),
-        8,
-        "one clone rule per namespace flag"
-    );
+    assert_eq!(find("clone").count(), 8, "one clone rule per namespace flag");
     assert!(find("getpid").next().is_none());
 }
 
@@ -100,27 +82,19 @@ fn the_program_starts_with_the_abi_check_and_allows_only_at_the_end() {
     assert_eq!((last.code, last.k), (ret_k, libc::SECCOMP_RET_ALLOW));
     // Every other way out of the program denies: a section's "allow" must have become a
     // jump to the next section, or it would skip the sections after it.
-    let early_allows = program[..program.len() - 1]
-        .iter()
-        .filter(|i| i.code == ret_k && i.k == libc::SECCOMP_RET_ALLOW)
-        .count();
+    let early_allows =
+        program[..program.len() - 1].iter().filter(|i| i.code == ret_k && i.k == libc::SECCOMP_RET_ALLOW).count();
     assert_eq!(early_allows, 0);
     // The prefix: load arch, compare with the native one, kill; on x86_64 then the x32 check.
     let kill = (ret_k, libc::SECCOMP_RET_KILL_PROCESS);
-    assert_eq!(
-        (program[0].code, program[0].k),
-        ((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 4)
-    );
+    assert_eq!((program[0].code, program[0].k), ((libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, 4));
     assert_eq!((program[2].code, program[2].k), kill);
     #[cfg(target_arch = "x86_64")]
     {
         assert_eq!(program[1].k, 0xc000_003e, "AUDIT_ARCH_X86_64");
         assert_eq!(
             (program[4].code, program[4].k),
-            (
-                (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16,
-                0x4000_0000
-            )
+            ((libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16, 0x4000_0000)
         );
         assert_eq!((program[5].code, program[5].k), kill);
     }
@@ -143,10 +117,7 @@ fn the_built_in_policy_compiles_once_and_quickly() {
     let started = Instant::now();
     let again = SeccompFilter::default_policy().expect("compiles");
     let cached = started.elapsed();
-    assert!(
-        std::ptr::eq(first, again),
-        "default_policy must not recompile"
-    );
+    assert!(std::ptr::eq(first, again), "default_policy must not recompile");
     eprintln!(
         "seccomp policy: {} instructions, {} rules; compile min {} µs, median {} µs; cached call {} ns",
         first.program().len(),
@@ -158,9 +129,7 @@ fn the_built_in_policy_compiles_once_and_quickly() {
 }
 
 fn section(filter: &str) -> String {
-    format!(
-        r#"{{"deny": {{"mismatch_action": "allow", "match_action": {{"errno": 1}}, "filter": [{filter}]}}}}"#
-    )
+    format!(r#"{{"deny": {{"mismatch_action": "allow", "match_action": {{"errno": 1}}, "filter": [{filter}]}}}}"#)
 }
 
 fn error(json: &str) -> SeccompError {
@@ -176,8 +145,7 @@ fn broken_json_is_refused_with_its_position() {
 
 #[test]
 fn a_bad_rule_is_refused_by_section_index_and_name() {
-    let dword_eq =
-        |index: u8| format!(r#"[{{"index": {index}, "type": "dword", "op": "eq", "val": 1}}]"#);
+    let dword_eq = |index: u8| format!(r#"[{{"index": {index}, "type": "dword", "op": "eq", "val": 1}}]"#);
     #[rustfmt::skip]
     let cases = [
         (r#"{"syscall": "mount", "comment": "ok"}, {"syscall": "mount2", "comment": "typo"}"#.to_owned(), 1, "mount2", "mount2"),
@@ -194,26 +162,12 @@ fn a_bad_rule_is_refused_by_section_index_and_name() {
     ];
     for (rules, want_index, want_syscall, want_words) in cases {
         let err = error(&section(&rules));
-        let SeccompError::Rule {
-            ref section,
-            index,
-            ref syscall,
-            ref reason,
-        } = err
-        else {
+        let SeccompError::Rule { ref section, index, ref syscall, ref reason } = err else {
             panic!("expected a rule error for {rules}, got {err:?}");
         };
-        assert_eq!(
-            (section.as_str(), index, syscall.as_str()),
-            ("deny", want_index, want_syscall),
-            "{err}"
-        );
+        assert_eq!((section.as_str(), index, syscall.as_str()), ("deny", want_index, want_syscall), "{err}");
         assert!(reason.contains(want_words), "{err}");
-        assert!(
-            err.to_string()
-                .starts_with("seccomp policy section `deny`, filter["),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("seccomp policy section `deny`, filter["), "{err}");
     }
 }
 
@@ -233,11 +187,7 @@ fn a_bad_section_is_refused_by_name() {
     ];
     for (json, want_section, want_words) in cases {
         let err = error(&json);
-        let SeccompError::Section {
-            ref section,
-            ref reason,
-        } = err
-        else {
+        let SeccompError::Section { ref section, ref reason } = err else {
             panic!("expected a section error for {json}, got {err:?}");
         };
         assert_eq!(section, want_section, "{err}");
@@ -249,13 +199,10 @@ fn a_bad_section_is_refused_by_name() {
 
 #[test]
 fn numbered_rules_are_matched_by_number() {
-    let json =
-        section(r#"{"syscall": "open_tree_attr", "nr": 467, "comment": "newer than seccompiler"}"#);
+    let json = section(r#"{"syscall": "open_tree_attr", "nr": 467, "comment": "newer than seccompiler"}"#);
     let filter = SeccompFilter::from_json(&json).expect("compiles");
     let program = filter.program();
-    let at = program
-        .iter()
-        .position(|i| i.code == (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16 && i.k == 467);
+    let at = program.iter().position(|i| i.code == (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16 && i.k == 467);
     let at = at.expect("a compare with 467");
     assert_eq!((program[at].jt, program[at].jf), (0, 1));
     assert_eq!(program[at + 1].k, libc::SECCOMP_RET_ERRNO | 1, "then EPERM");
@@ -273,34 +220,20 @@ fn a_syscall_belongs_to_one_section() {
         matches!(&err, SeccompError::Rule { section, syscall, .. } if section == "b" && syscall == "mount"),
         "{err:?}"
     );
-    assert!(
-        err.to_string().contains("already listed in section `a`"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("already listed in section `a`"), "{err}");
 }
 
 #[test]
 fn sections_for_another_arch_are_checked_but_not_compiled() {
     // `iopl` exists on x86_64 only; `no_such_syscall` exists nowhere.
-    let other = if cfg!(target_arch = "x86_64") {
-        "aarch64"
-    } else {
-        "x86_64"
-    };
+    let other = if cfg!(target_arch = "x86_64") { "aarch64" } else { "x86_64" };
     let json = format!(
         r#"{{"deny": {{"mismatch_action": "allow", "match_action": {{"errno": 1}}, "filter": [{{"syscall": "mount", "comment": "ok"}}]}},
             "deny@{other}": {{"mismatch_action": "allow", "match_action": {{"errno": 1}}, "filter": [{{"syscall": "no_such_syscall", "comment": "elsewhere"}}]}}}}"#
     );
     let filter = SeccompFilter::from_json(&json).expect("a section for another arch is skipped");
-    let names: Vec<_> = filter
-        .denied_syscalls()
-        .iter()
-        .map(|d| d.syscall.as_str())
-        .collect();
+    let names: Vec<_> = filter.denied_syscalls().iter().map(|d| d.syscall.as_str()).collect();
     assert_eq!(names, ["mount"]);
     let missing_comment = json.replace(r#""comment": "elsewhere""#, r#""comment": """#);
-    assert!(
-        matches!(error(&missing_comment), SeccompError::Rule { .. }),
-        "skipped sections are still validated"
-    );
+    assert!(matches!(error(&missing_comment), SeccompError::Rule { .. }), "skipped sections are still validated");
 }

@@ -69,8 +69,15 @@ pub fn plan(run_id: &str, request: ValidatedRequest, runtime: &Runtime) -> Resul
     let entrypoint = req.entrypoint.clone().unwrap_or_else(|| runtime.entrypoint.clone());
     if !request.files.iter().any(|f| f.path == entrypoint) {
         let given: Vec<&str> = request.files.iter().map(|f| f.path.as_str()).collect();
-        let hint = if given.is_empty() { "no files were given".to_string() } else { format!("files given: {}", given.join(", ")) };
-        return Err(ValidationError::new("entrypoint", format!("{entrypoint:?} is not among the files ({hint}); add it to files or set entrypoint")));
+        let hint = if given.is_empty() {
+            "no files were given".to_string()
+        } else {
+            format!("files given: {}", given.join(", "))
+        };
+        return Err(ValidationError::new(
+            "entrypoint",
+            format!("{entrypoint:?} is not among the files ({hint}); add it to files or set entrypoint"),
+        ));
     }
     let entry_in_sandbox = format!("{WORKSPACE_PATH}/{entrypoint}");
     let build = runtime.build.as_ref().map(|b| StepPlan {
@@ -79,7 +86,8 @@ pub fn plan(run_id: &str, request: ValidatedRequest, runtime: &Runtime) -> Resul
         limits: ResolvedLimits { disk_bytes: limits.disk_bytes, ..b.limits },
     });
     let program = StepPlan { argv: expand_argv(&runtime.argv, &entry_in_sandbox, &req.args), limits };
-    let mut secrets: Vec<(String, Vec<u8>)> = req.secrets.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.clone(), v.clone().into_bytes())).collect();
+    let mut secrets: Vec<(String, Vec<u8>)> =
+        req.secrets.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.clone(), v.clone().into_bytes())).collect();
     secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
     Ok(ExecPlan {
         run_id: run_id.to_string(),
@@ -109,7 +117,8 @@ fn expand_argv(template: &[String], entrypoint: &str, args: &[String]) -> Vec<St
 }
 
 fn build_env(runtime: &Runtime, req: &runbox_contract::RunRequest) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = BASE_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut env: std::collections::BTreeMap<String, String> =
+        BASE_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     env.extend(runtime.env.clone());
     env.extend(req.env.clone());
     env.extend(req.secrets.clone());

@@ -15,7 +15,10 @@ pub fn resolve_limits(requested: &Limits, runtime: &Runtime) -> Result<ResolvedL
         }
         let (_, maximum) = max[i];
         if value > maximum {
-            return Err(ValidationError::new(field, format!("{value} is above the maximum of runtime {:?}; ask for at most {maximum}", runtime.id)));
+            return Err(ValidationError::new(
+                field,
+                format!("{value} is above the maximum of runtime {:?}; ask for at most {maximum}", runtime.id),
+            ));
         }
         *field_mut(&mut resolved, name) = value;
     }

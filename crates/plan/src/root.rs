@@ -14,18 +14,36 @@ pub enum RunDir {
 /// The root itself is an empty directory that ends up read-only; only `RunDir`s are writable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RootEntry {
-    Dir { path: String },
+    Dir {
+        path: String,
+    },
     /// A synthesized file such as /etc/passwd.
-    File { path: String, contents: String },
+    File {
+        path: String,
+        contents: String,
+    },
     /// A host path at the same place: a symlink is copied as a symlink, anything else is bound
     /// read-only and nosuid.
-    Mirror { path: String, optional: bool },
+    Mirror {
+        path: String,
+        optional: bool,
+    },
     /// A host device node bound at the same path.
-    Device { path: String },
-    Symlink { path: String, target: String },
+    Device {
+        path: String,
+    },
+    Symlink {
+        path: String,
+        target: String,
+    },
     /// procfs of the run's pid namespace.
-    Proc { path: String },
-    RunDir { dir: RunDir, path: String },
+    Proc {
+        path: String,
+    },
+    RunDir {
+        dir: RunDir,
+        path: String,
+    },
 }
 
 /// Device nodes the sandbox gets; no tty, no block device, nothing that reaches hardware.
@@ -38,7 +56,12 @@ pub fn root_entries(image: &Image) -> Vec<RootEntry> {
     let link = |p: &str, t: &str| RootEntry::Symlink { path: p.into(), target: t.into() };
     let mut entries = vec![
         dir("/etc"),
-        file("/etc/passwd", format!("{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_GID}:{SANDBOX_USER}:{WORKSPACE_PATH}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")),
+        file(
+            "/etc/passwd",
+            format!(
+                "{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_GID}:{SANDBOX_USER}:{WORKSPACE_PATH}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        ),
         file("/etc/group", format!("{SANDBOX_USER}:x:{SANDBOX_GID}:\nnogroup:x:65534:\n")),
         file("/etc/hosts", format!("127.0.0.1\tlocalhost {HOSTNAME}\n::1\tlocalhost ip6-localhost\n")),
         file("/etc/hostname", format!("{HOSTNAME}\n")),

@@ -6,7 +6,15 @@ use super::*;
 fn request(runtime: &str, files: &[(&str, &str)]) -> RunRequest {
     RunRequest {
         runtime: runtime.into(),
-        files: files.iter().map(|(p, c)| FileSpec { path: p.to_string(), content: c.to_string(), encoding: Default::default(), executable: false }).collect(),
+        files: files
+            .iter()
+            .map(|(p, c)| FileSpec {
+                path: p.to_string(),
+                content: c.to_string(),
+                encoding: Default::default(),
+                executable: false,
+            })
+            .collect(),
         ..Default::default()
     }
 }
@@ -64,7 +72,10 @@ fn env_holds_only_base_runtime_and_request_values() {
     req.secrets.insert("TOKEN".into(), "s3cret".into());
     let plan = plan_for(req).unwrap();
     let names: Vec<&str> = plan.env.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(names, ["FOO", "HOME", "LANG", "LOGNAME", "PATH", "PYTHONIOENCODING", "PYTHONUNBUFFERED", "TMPDIR", "TOKEN", "USER"]);
+    assert_eq!(
+        names,
+        ["FOO", "HOME", "LANG", "LOGNAME", "PATH", "PYTHONIOENCODING", "PYTHONUNBUFFERED", "TMPDIR", "TOKEN", "USER"]
+    );
     assert_eq!(plan.secrets, vec![("TOKEN".to_string(), b"s3cret".to_vec())]);
 }
 

@@ -89,10 +89,19 @@ impl Runner {
         let validated = request.validate(&self.config.bounds)?;
         let runtime = runbox_plan::find_runtime(&self.allowlist, &validated.request.runtime)?;
         if runtime.kind != RuntimeKind::Linux {
-            return Err(ValidationError::new("runtime", format!("runtime {:?} is of kind {}, which this build cannot run", runtime.id, runtime.kind.as_str())));
+            return Err(ValidationError::new(
+                "runtime",
+                format!("runtime {:?} is of kind {}, which this build cannot run", runtime.id, runtime.kind.as_str()),
+            ));
         }
         if let Usability::Unusable(why) = runtime.usability() {
-            return Err(ValidationError::new("runtime", format!("runtime {:?} is not usable on this host: {why}; `runbox runtimes` lists the usable ones", runtime.id)));
+            return Err(ValidationError::new(
+                "runtime",
+                format!(
+                    "runtime {:?} is not usable on this host: {why}; `runbox runtimes` lists the usable ones",
+                    runtime.id
+                ),
+            ));
         }
         let run_id = new_run_id();
         let files = validated.files.clone();
@@ -109,12 +118,19 @@ impl Runner {
         });
         let workspace = match workspace {
             Ok(ws) => ws,
-            Err(e) => return Ok(result::failed_before_start(&plan, runtime, begun, "workspace", e.to_string())),
+            Err(e) => {
+                return Ok(result::failed_before_start(&plan, runtime, begun, "workspace", e.to_string()));
+            }
         };
         if let Err(e) = workspace.write_inputs(&files) {
             let cleanup = workspace.remove();
             if e.is_disk_full() && cleanup.is_ok() {
-                return Err(ValidationError::new("files", format!("the files do not fit in limits.disk_bytes ({disk_bytes} bytes); send smaller files or raise the limit")));
+                return Err(ValidationError::new(
+                    "files",
+                    format!(
+                        "the files do not fit in limits.disk_bytes ({disk_bytes} bytes); send smaller files or raise the limit"
+                    ),
+                ));
             }
             let mut result = result::failed_before_start(&plan, runtime, begun, "workspace", e.to_string());
             result.cleanup = result::cleanup_report(cleanup.err().map(|e| e.to_string()).into_iter().collect());
@@ -123,13 +139,26 @@ impl Runner {
         Ok(self.run_in(&plan, runtime, workspace, host_id, cancel, begun))
     }
 
-    fn run_in(&self, plan: &ExecPlan, runtime: &Runtime, workspace: Workspace, host_id: u32, cancel: Option<BorrowedFd>, begun: Instant) -> RunResult {
-        let dirs = RunDirs { workspace: workspace.workspace_dir().into(), tmp: workspace.tmp_dir().into(), shm: workspace.shm_dir().into() };
+    fn run_in(
+        &self,
+        plan: &ExecPlan,
+        runtime: &Runtime,
+        workspace: Workspace,
+        host_id: u32,
+        cancel: Option<BorrowedFd>,
+        begun: Instant,
+    ) -> RunResult {
+        let dirs = RunDirs {
+            workspace: workspace.workspace_dir().into(),
+            tmp: workspace.tmp_dir().into(),
+            shm: workspace.shm_dir().into(),
+        };
         let root = match prepare_root(workspace.root_dir(), &plan.root, &dirs) {
             Ok(root) => root,
             Err(e) => {
                 let mut result = result::failed_before_start(plan, runtime, begun, "root", e.to_string());
-                result.cleanup = result::cleanup_report(workspace.remove().err().map(|e| e.to_string()).into_iter().collect());
+                result.cleanup =
+                    result::cleanup_report(workspace.remove().err().map(|e| e.to_string()).into_iter().collect());
                 return result;
             }
         };
@@ -178,7 +207,11 @@ impl Runner {
             cleanup_errors.push(format!("remove workspace: {e}"));
         }
         cleanup_errors.extend(finished.outcome.take_teardown().finish());
-        let timings = Timings { setup_ms: millis(setup_time), run_ms: millis(finished.outcome.run_time), cleanup_ms: millis(cleanup_begun.elapsed()) };
+        let timings = Timings {
+            setup_ms: millis(setup_time),
+            run_ms: millis(finished.outcome.run_time),
+            cleanup_ms: millis(cleanup_begun.elapsed()),
+        };
         result::assemble(plan, runtime, &finished, report, timings, cleanup_errors)
     }
 }

@@ -10,7 +10,14 @@ use runbox_workspace::ArtifactReport;
 
 use crate::{Finished, judge, output};
 
-pub fn assemble(plan: &ExecPlan, runtime: &Runtime, finished: &Finished, report: ArtifactReport, timings: Timings, cleanup_errors: Vec<String>) -> RunResult {
+pub fn assemble(
+    plan: &ExecPlan,
+    runtime: &Runtime,
+    finished: &Finished,
+    report: ArtifactReport,
+    timings: Timings,
+    cleanup_errors: Vec<String>,
+) -> RunResult {
     let outcome = &finished.outcome;
     let limits = finished.limits;
     let judged = judge(outcome, limits, finished.disk_full);
@@ -35,13 +42,22 @@ pub fn assemble(plan: &ExecPlan, runtime: &Runtime, finished: &Finished, report:
         runtime: runtime_info(runtime),
         timings,
         cleanup: cleanup_report(cleanup_errors),
-        error: outcome.failure.as_ref().map(|f| ErrorInfo { code: f.code.to_string(), message: output::redact_text(&f.message, &plan.secrets) }),
+        error: outcome
+            .failure
+            .as_ref()
+            .map(|f| ErrorInfo { code: f.code.to_string(), message: output::redact_text(&f.message, &plan.secrets) }),
         step: finished.step.to_string(),
     }
 }
 
 /// A result for a run that failed inside runbox before its program could start.
-pub fn failed_before_start(plan: &ExecPlan, runtime: &Runtime, begun: Instant, code: &str, message: String) -> RunResult {
+pub fn failed_before_start(
+    plan: &ExecPlan,
+    runtime: &Runtime,
+    begun: Instant,
+    code: &str,
+    message: String,
+) -> RunResult {
     RunResult {
         run_id: plan.run_id.clone(),
         verdict: Verdict::SandboxError,
@@ -75,11 +91,19 @@ fn isolation(outcome: &StepOutcome, disk_bytes: u64) -> Vec<String> {
 }
 
 fn usage(outcome: &StepOutcome) -> Usage {
-    Usage { wall_time_ms: millis(outcome.run_time), cpu_time_ms: outcome.cpu_time_ns / 1_000_000, peak_memory_bytes: outcome.peak_memory_bytes }
+    Usage {
+        wall_time_ms: millis(outcome.run_time),
+        cpu_time_ms: outcome.cpu_time_ns / 1_000_000,
+        peak_memory_bytes: outcome.peak_memory_bytes,
+    }
 }
 
 fn runtime_info(runtime: &Runtime) -> RuntimeInfo {
-    RuntimeInfo { id: runtime.id.clone(), kind: runtime.kind.as_str().into(), definition_sha256: runtime.definition_sha256.clone() }
+    RuntimeInfo {
+        id: runtime.id.clone(),
+        kind: runtime.kind.as_str().into(),
+        definition_sha256: runtime.definition_sha256.clone(),
+    }
 }
 
 pub fn cleanup_report(errors: Vec<String>) -> CleanupReport {

@@ -33,18 +33,26 @@ struct ImageFile {
 }
 
 /// Paths that must never be mirrored: they would hand the sandbox host state or devices.
-const FORBIDDEN: &[&str] = &["/", "/proc", "/sys", "/dev", "/run", "/var", "/tmp", "/root", "/home", "/etc", "/workspace"];
+const FORBIDDEN: &[&str] =
+    &["/", "/proc", "/sys", "/dev", "/run", "/var", "/tmp", "/root", "/home", "/etc", "/workspace"];
 
 impl Image {
     pub fn parse(file: &str, text: &str) -> Result<Image, RuntimeError> {
-        let parsed: ImageFile = toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;
+        let parsed: ImageFile =
+            toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;
         let invalid = |message: String| RuntimeError::Invalid { file: file.into(), message };
         for entry in &parsed.mirror {
-            if !entry.path.starts_with('/') || entry.path.split('/').any(|c| c == ".." || c == ".") || entry.path.ends_with('/') {
+            if !entry.path.starts_with('/')
+                || entry.path.split('/').any(|c| c == ".." || c == ".")
+                || entry.path.ends_with('/')
+            {
                 return Err(invalid(format!("mirror path {:?} must be absolute and normalized", entry.path)));
             }
             if FORBIDDEN.contains(&entry.path.as_str()) {
-                return Err(invalid(format!("mirror path {:?} would expose host state; mirror a narrower path", entry.path)));
+                return Err(invalid(format!(
+                    "mirror path {:?} would expose host state; mirror a narrower path",
+                    entry.path
+                )));
             }
             if entry.why.trim().is_empty() {
                 return Err(invalid(format!("mirror path {:?} needs a `why`", entry.path)));

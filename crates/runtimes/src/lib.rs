@@ -43,7 +43,10 @@ impl Allowlist {
         for (file, text) in runtimes {
             let runtime = Runtime::parse(file, text, &parsed_images)?;
             if map.contains_key(&runtime.id) {
-                return Err(RuntimeError::Invalid { file: file.to_string(), message: format!("runtime id {:?} is defined twice", runtime.id) });
+                return Err(RuntimeError::Invalid {
+                    file: file.to_string(),
+                    message: format!("runtime id {:?} is defined twice", runtime.id),
+                });
             }
             map.insert(runtime.id.clone(), runtime);
         }
@@ -81,7 +84,8 @@ fn read_tomls(dir: &Path) -> Result<Vec<(String, String)>, RuntimeError> {
     for entry in std::fs::read_dir(dir).map_err(read_err)? {
         let path = entry.map_err(read_err)?.path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let text = std::fs::read_to_string(&path).map_err(|e| RuntimeError::Read { path: path.clone(), source: e })?;
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| RuntimeError::Read { path: path.clone(), source: e })?;
             let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
             out.push((name, text));
         }

@@ -107,17 +107,26 @@ struct BuildFile {
 
 impl Runtime {
     pub fn parse(file: &str, text: &str, images: &BTreeMap<String, Image>) -> Result<Runtime, RuntimeError> {
-        let parsed: RuntimeFile = toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;
+        let parsed: RuntimeFile =
+            toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;
         let invalid = |message: String| RuntimeError::Invalid { file: file.into(), message };
         let expected_file = format!("{}.toml", parsed.id);
         if file != expected_file {
-            return Err(invalid(format!("id {:?} must match the file name; rename the file to {expected_file}", parsed.id)));
+            return Err(invalid(format!(
+                "id {:?} must match the file name; rename the file to {expected_file}",
+                parsed.id
+            )));
         }
         let image = images.get(&parsed.image).cloned().ok_or_else(|| {
-            invalid(format!("image {:?} does not exist; known images: {}", parsed.image, images.keys().cloned().collect::<Vec<_>>().join(", ")))
+            invalid(format!(
+                "image {:?} does not exist; known images: {}",
+                parsed.image,
+                images.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
         })?;
         validate_path(&parsed.entrypoint, 1024).map_err(|m| invalid(format!("entrypoint: {m}")))?;
-        let uses_entrypoint_in_build = parsed.build.as_ref().is_some_and(|b| b.argv.iter().any(|a| a.contains(ENTRYPOINT_PLACEHOLDER)));
+        let uses_entrypoint_in_build =
+            parsed.build.as_ref().is_some_and(|b| b.argv.iter().any(|a| a.contains(ENTRYPOINT_PLACEHOLDER)));
         check_argv(&parsed.argv, !uses_entrypoint_in_build).map_err(|m| invalid(format!("argv: {m}")))?;
         check_limits(&parsed.limits.default, &parsed.limits.max).map_err(invalid)?;
         if let Some(build) = &parsed.build {
@@ -154,7 +163,10 @@ impl Runtime {
         }
         for mirror in self.image.mirrors.iter().filter(|m| !m.optional) {
             if std::fs::symlink_metadata(Path::new(&mirror.path)).is_err() {
-                return Usability::Unusable(format!("image {}: {} is missing on this host", self.image.name, mirror.path));
+                return Usability::Unusable(format!(
+                    "image {}: {} is missing on this host",
+                    self.image.name, mirror.path
+                ));
             }
         }
         Usability::Usable
@@ -256,9 +268,11 @@ open_files = 2
 
     #[test]
     fn images_refuse_host_state_paths() {
-        let err = Image::parse("bad.toml", "description = \"x\"\n[[mirror]]\npath = \"/proc\"\nwhy = \"no\"\n").unwrap_err();
+        let err =
+            Image::parse("bad.toml", "description = \"x\"\n[[mirror]]\npath = \"/proc\"\nwhy = \"no\"\n").unwrap_err();
         assert!(err.to_string().contains("expose host state"), "{err}");
-        let err = Image::parse("bad.toml", "description = \"x\"\n[[mirror]]\npath = \"/usr/../etc\"\nwhy = \"no\"\n").unwrap_err();
+        let err = Image::parse("bad.toml", "description = \"x\"\n[[mirror]]\npath = \"/usr/../etc\"\nwhy = \"no\"\n")
+            .unwrap_err();
         assert!(err.to_string().contains("normalized"), "{err}");
     }
 

@@ -79,7 +79,9 @@ impl Walk {
     fn dir(&mut self, dir: BorrowedFd<'_>, prefix: &str, depth: usize) {
         let names = match fd::list_dir(dir) {
             Ok(names) => names,
-            Err(_) => return self.skip(if prefix.is_empty() { "." } else { prefix }, reason::UNREADABLE, None),
+            Err(_) => {
+                return self.skip(if prefix.is_empty() { "." } else { prefix }, reason::UNREADABLE, None);
+            }
         };
         for name in names {
             let Ok(name_utf8) = name.to_str() else {
@@ -135,7 +137,11 @@ impl Walk {
         match std::io::copy(&mut std::fs::File::from(file).take(size), &mut hasher) {
             Ok(read_bytes) => {
                 self.hashed_bytes += read_bytes;
-                self.report.artifacts.push(Artifact { path: path.to_owned(), size_bytes: read_bytes, sha256: hex::encode(hasher.finalize()) });
+                self.report.artifacts.push(Artifact {
+                    path: path.to_owned(),
+                    size_bytes: read_bytes,
+                    sha256: hex::encode(hasher.finalize()),
+                });
             }
             Err(_) => self.skip(path, reason::UNREADABLE, Some(size)),
         }

@@ -41,23 +41,30 @@ fn write_one(root: BorrowedFd<'_>, file: &InputFile, owner: Owner) -> Result<(),
         let created = fd::make_dir_at(parent, name).map_err(|e| WorkspaceError::input("create directory", path, e))?;
         let child = fd::open_dir_at(parent, name).map_err(|e| match e {
             // O_NOFOLLOW gives ELOOP for a symlink, O_DIRECTORY gives ENOTDIR for the rest.
-            Errno::ELOOP | Errno::ENOTDIR => {
-                WorkspaceError::InputPathBlocked { path: path.to_owned(), component: path.split('/').take(depth + 1).collect::<Vec<_>>().join("/") }
-            }
+            Errno::ELOOP | Errno::ENOTDIR => WorkspaceError::InputPathBlocked {
+                path: path.to_owned(),
+                component: path.split('/').take(depth + 1).collect::<Vec<_>>().join("/"),
+            },
             e => WorkspaceError::input("open directory", path, e),
         })?;
         if created {
-            fd::set_owner_and_mode(child.as_fd(), owner, DIR_MODE).map_err(|e| WorkspaceError::input("set owner and mode of directory for", path, e))?;
+            fd::set_owner_and_mode(child.as_fd(), owner, DIR_MODE)
+                .map_err(|e| WorkspaceError::input("set owner and mode of directory for", path, e))?;
         }
         dir = Some(child);
     }
     let parent = dir.as_ref().map_or(root, |d| d.as_fd());
     let out = fd::create_file_at(parent, file_name).map_err(|e| match e {
-        Errno::EEXIST => WorkspaceError::input("create", path, std::io::Error::new(std::io::ErrorKind::AlreadyExists, "an entry with this name already exists")),
+        Errno::EEXIST => WorkspaceError::input(
+            "create",
+            path,
+            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "an entry with this name already exists"),
+        ),
         e => WorkspaceError::input("create", path, e),
     })?;
     let mode = if file.executable { EXECUTABLE_MODE } else { FILE_MODE };
-    fd::set_owner_and_mode(out.as_fd(), owner, mode).map_err(|e| WorkspaceError::input("set owner and mode of", path, e))?;
+    fd::set_owner_and_mode(out.as_fd(), owner, mode)
+        .map_err(|e| WorkspaceError::input("set owner and mode of", path, e))?;
     std::fs::File::from(out).write_all(&file.bytes).map_err(|e| WorkspaceError::input("write", path, e))
 }
 

@@ -33,11 +33,8 @@ pub(crate) fn detach(target: &Path) -> nix::Result<()> {
 /// over several times appears once per mount.
 pub(crate) fn mount_points_under(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let table = std::fs::read("/proc/self/mountinfo")?;
-    let mut found: Vec<PathBuf> = table
-        .split(|&b| b == b'\n')
-        .filter_map(mount_point_of)
-        .filter(|point| point.starts_with(dir))
-        .collect();
+    let mut found: Vec<PathBuf> =
+        table.split(|&b| b == b'\n').filter_map(mount_point_of).filter(|point| point.starts_with(dir)).collect();
     found.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
     Ok(found)
 }
@@ -49,7 +46,8 @@ fn mount_point_of(line: &[u8]) -> Option<PathBuf> {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {
-        let octal = field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
         match octal {
             Some(d) => {
                 out.push(d.iter().fold(0u8, |acc, c| acc.wrapping_mul(8).wrapping_add(c - b'0')));

@@ -73,7 +73,9 @@ impl Workspace {
         let run_dir = runs.join(&spec.run_id);
         match std::fs::DirBuilder::new().mode(0o700).create(&run_dir) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(WorkspaceError::AlreadyExists { path: run_dir }),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(WorkspaceError::AlreadyExists { path: run_dir });
+            }
             Err(e) => return Err(WorkspaceError::io("create run directory", &run_dir, e)),
         }
         // From here on the run directory is ours, so a failure removes it.
@@ -87,7 +89,10 @@ impl Workspace {
         let owner = Owner { uid: spec.owner_uid, gid: spec.owner_gid };
         set_mode(&run_dir, 0o700)?;
         let fs_dir = run_dir.join("fs");
-        std::fs::DirBuilder::new().mode(0o700).create(&fs_dir).map_err(|e| WorkspaceError::io("create directory", &fs_dir, e))?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&fs_dir)
+            .map_err(|e| WorkspaceError::io("create directory", &fs_dir, e))?;
         mount::mount_tmpfs(&fs_dir, spec.disk_bytes, spec.inodes, owner.uid, owner.gid)
             .map_err(|e| WorkspaceError::io("mount tmpfs at", &fs_dir, e))?;
         let fs_fd = fd::open_dir_path(&fs_dir).map_err(|e| WorkspaceError::io("open", &fs_dir, e))?;
@@ -153,7 +158,8 @@ impl Workspace {
     /// How full the tmpfs is. Use `full` to tell "the program ran out of disk" from other
     /// write failures.
     pub fn disk_usage(&self) -> Result<DiskUsage, WorkspaceError> {
-        let st = nix::sys::statvfs::fstatvfs(self.workspace_fd.as_fd()).map_err(|e| WorkspaceError::io("statvfs", &self.fs_dir, e))?;
+        let st = nix::sys::statvfs::fstatvfs(self.workspace_fd.as_fd())
+            .map_err(|e| WorkspaceError::io("statvfs", &self.fs_dir, e))?;
         let block_bytes = st.fragment_size();
         let (blocks, blocks_free) = (st.blocks(), st.blocks_free());
         let (inodes, inodes_free) = (st.files(), st.files_free());
@@ -205,7 +211,10 @@ fn check_spec(spec: &WorkspaceSpec) -> Result<(), WorkspaceError> {
         return invalid("disk_bytes", "is 0, which tmpfs would take as unlimited".into());
     }
     if spec.inodes <= LAYOUT_INODES {
-        return invalid("inodes", format!("is {}; the layout alone takes {LAYOUT_INODES} and 0 would mean unlimited", spec.inodes));
+        return invalid(
+            "inodes",
+            format!("is {}; the layout alone takes {LAYOUT_INODES} and 0 would mean unlimited", spec.inodes),
+        );
     }
     Ok(())
 }
@@ -225,7 +234,8 @@ fn ensure_runs_dir(state_dir: &Path) -> Result<PathBuf, WorkspaceError> {
 
 /// Sets an exact mode; DirBuilder's mode is narrowed by the process umask.
 fn set_mode(path: &Path, mode: u32) -> Result<(), WorkspaceError> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| WorkspaceError::io("chmod", path, e))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| WorkspaceError::io("chmod", path, e))
 }
 
 /// Creates `name` in the tmpfs root, 0700 and owned by the run's uid, and returns it open.
@@ -233,10 +243,17 @@ fn make_owned_dir(fs_fd: &OwnedFd, fs_dir: &Path, name: &CStr, owner: Owner) -> 
     make_dir_with(fs_fd, fs_dir, name, owner, 0o700)
 }
 
-fn make_dir_with(fs_fd: &OwnedFd, fs_dir: &Path, name: &CStr, owner: Owner, mode: u32) -> Result<OwnedFd, WorkspaceError> {
+fn make_dir_with(
+    fs_fd: &OwnedFd,
+    fs_dir: &Path,
+    name: &CStr,
+    owner: Owner,
+    mode: u32,
+) -> Result<OwnedFd, WorkspaceError> {
     let path = fs_dir.join(name.to_string_lossy().as_ref());
     fd::make_dir_at(fs_fd.as_fd(), name).map_err(|e| WorkspaceError::io("create directory", &path, e))?;
     let dir = fd::open_dir_at(fs_fd.as_fd(), name).map_err(|e| WorkspaceError::io("open", &path, e))?;
-    fd::set_owner_and_mode(dir.as_fd(), owner, mode).map_err(|e| WorkspaceError::io("set owner and mode of", &path, e))?;
+    fd::set_owner_and_mode(dir.as_fd(), owner, mode)
+        .map_err(|e| WorkspaceError::io("set owner and mode of", &path, e))?;
     Ok(dir)
 }

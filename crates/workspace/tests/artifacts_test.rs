@@ -50,7 +50,11 @@ fn regular_files_are_listed_sorted_with_sha256() {
     let artifact = |path: &str, size_bytes, sha: &str| Artifact { path: path.into(), size_bytes, sha256: sha.into() };
     assert_eq!(
         report.artifacts,
-        vec![artifact("empty", 0, EMPTY_SHA256), artifact("out.txt", 6, HELLO_SHA256), artifact("out/sub/hello.txt", 6, HELLO_SHA256)]
+        vec![
+            artifact("empty", 0, EMPTY_SHA256),
+            artifact("out.txt", 6, HELLO_SHA256),
+            artifact("out/sub/hello.txt", 6, HELLO_SHA256)
+        ]
     );
     assert_eq!((report.skipped, report.truncated), (vec![], false));
     ws.remove().unwrap();
@@ -85,7 +89,13 @@ fn sockets_and_devices_are_reported() {
     let root = ws.workspace_dir();
     let _listener = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
     // /dev/null's numbers; the tmpfs is nodev, so it could not be opened anyway.
-    nix::sys::stat::mknod(&root.join("null"), SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), nix::sys::stat::makedev(1, 3)).unwrap();
+    nix::sys::stat::mknod(
+        &root.join("null"),
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
     let (ws, report) = collect_within(ws, ROOMY, Duration::from_secs(5));
     assert_eq!(report.skipped, vec![skipped("null", reason::DEVICE, None), skipped("sock", reason::SOCKET, None)]);
     ws.remove().unwrap();
@@ -115,7 +125,10 @@ fn the_count_cap_leaves_files_over_count() {
     let report = ws.collect_artifacts(&ArtifactCaps { max_count: 2, max_total_bytes: MIB });
     let listed: Vec<_> = report.artifacts.iter().map(|a| a.path.as_str()).collect();
     assert_eq!(listed, ["a", "b"]);
-    assert_eq!(report.skipped, vec![skipped("c", reason::OVER_COUNT, Some(6)), skipped("d", reason::OVER_COUNT, Some(6))]);
+    assert_eq!(
+        report.skipped,
+        vec![skipped("c", reason::OVER_COUNT, Some(6)), skipped("d", reason::OVER_COUNT, Some(6))]
+    );
     assert!(report.truncated);
     ws.remove().unwrap();
 }

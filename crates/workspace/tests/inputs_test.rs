@@ -20,7 +20,11 @@ fn mode_and_owner(path: &std::path::Path) -> (u32, u32, u32) {
 #[test]
 fn inputs_are_written_with_content_modes_and_owner() {
     let (_state, ws) = workspace();
-    let files = [input("main.py", b"print('hi')\n", false), input("bin/run.sh", b"#!/bin/sh\n", true), input("bin/deep/data.bin", &[0, 1, 2, 255], false)];
+    let files = [
+        input("main.py", b"print('hi')\n", false),
+        input("bin/run.sh", b"#!/bin/sh\n", true),
+        input("bin/deep/data.bin", &[0, 1, 2, 255], false),
+    ];
     ws.write_inputs(&files).unwrap();
     let root = ws.workspace_dir();
     assert_eq!(std::fs::read(root.join("main.py")).unwrap(), b"print('hi')\n");
@@ -49,7 +53,9 @@ fn a_symlinked_directory_in_the_path_is_not_followed() {
     std::os::unix::fs::symlink(outside.path(), ws.workspace_dir().join("lib")).unwrap();
     let err = ws.write_inputs(&[input("lib/evil.py", b"x", false)]).unwrap_err();
     match &err {
-        WorkspaceError::InputPathBlocked { path, component } => assert_eq!((path.as_str(), component.as_str()), ("lib/evil.py", "lib")),
+        WorkspaceError::InputPathBlocked { path, component } => {
+            assert_eq!((path.as_str(), component.as_str()), ("lib/evil.py", "lib"))
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing was written through the symlink");

@@ -89,11 +89,18 @@ fn the_inode_cap_is_enforced() {
 #[test]
 fn a_bad_spec_is_refused_before_anything_is_made() {
     let state = tempfile::tempdir().unwrap();
-    for (run_id, disk_bytes, inodes, field) in
-        [("../escape", MIB, 100, "run_id"), ("a/b", MIB, 100, "run_id"), ("", MIB, 100, "run_id"), ("ok", 0, 100, "disk_bytes"), ("ok", MIB, 0, "inodes"), ("ok", MIB, 4, "inodes")]
-    {
+    for (run_id, disk_bytes, inodes, field) in [
+        ("../escape", MIB, 100, "run_id"),
+        ("a/b", MIB, 100, "run_id"),
+        ("", MIB, 100, "run_id"),
+        ("ok", 0, 100, "disk_bytes"),
+        ("ok", MIB, 0, "inodes"),
+        ("ok", MIB, 4, "inodes"),
+    ] {
         match Workspace::create(&spec(state.path(), run_id, disk_bytes, inodes)) {
-            Err(WorkspaceError::InvalidSpec { field: got, .. }) => assert_eq!(got, field, "{run_id:?}"),
+            Err(WorkspaceError::InvalidSpec { field: got, .. }) => {
+                assert_eq!(got, field, "{run_id:?}")
+            }
             other => panic!("{run_id:?} {disk_bytes} {inodes}: {other:?}"),
         }
     }

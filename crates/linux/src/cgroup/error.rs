@@ -24,18 +24,10 @@ impl fmt::Display for CgroupVersion {
 pub enum CgroupError {
     /// A controller the run needs is absent: we refuse to run rather than run unlimited.
     #[error("{version} controller {controller} is not available: {fix}")]
-    MissingController {
-        version: CgroupVersion,
-        controller: &'static str,
-        fix: String,
-    },
+    MissingController { version: CgroupVersion, controller: &'static str, fix: String },
     /// The controller exists but the kernel lacks a file we rely on (too old, or built without it).
     #[error("{path} is missing or lacks {what}: {fix}")]
-    MissingFeature {
-        path: PathBuf,
-        what: &'static str,
-        fix: &'static str,
-    },
+    MissingFeature { path: PathBuf, what: &'static str, fix: &'static str },
     /// cgroup v2's "no internal processes" rule: a cgroup namespace root that still
     /// holds processes cannot hand controllers to child groups.
     #[error(
@@ -48,10 +40,7 @@ pub enum CgroupError {
     #[error("invalid run group name {name:?}: {reason}")]
     InvalidName { name: String, reason: &'static str },
     #[error("invalid cgroup limit {field}: {reason}")]
-    InvalidLimit {
-        field: &'static str,
-        reason: &'static str,
-    },
+    InvalidLimit { field: &'static str, reason: &'static str },
     #[error("run group {path} already exists (a stale run? see sweep_stale)")]
     AlreadyExists { path: PathBuf },
     #[error("cannot {op} {path}: {source}")]
@@ -71,31 +60,19 @@ pub enum CgroupError {
         source: nix::errno::Errno,
     },
     #[error("{path} still has processes {pids:?} after {waited_ms} ms of killing")]
-    StillPopulated {
-        path: PathBuf,
-        pids: Vec<i32>,
-        waited_ms: u64,
-    },
+    StillPopulated { path: PathBuf, pids: Vec<i32>, waited_ms: u64 },
     /// The first error is what went wrong; the rest are what failed while undoing it.
     #[error("{}", join(.0))]
     Several(Vec<CgroupError>),
 }
 
 fn join(errors: &[CgroupError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; then: ")
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; then: ")
 }
 
 impl CgroupError {
     pub(super) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        CgroupError::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        CgroupError::Io { op, path: path.into(), source }
     }
 
     /// Folds a list of errors into one result, keeping every error.

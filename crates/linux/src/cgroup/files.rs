@@ -28,12 +28,8 @@ const MAX_PAUSE: Duration = Duration::from_millis(10);
 /// `fs::write` would create a regular file and "succeed" without limiting anything.
 pub(super) fn write_control(path: &Path, value: &str) -> Result<(), CgroupError> {
     let op = "write control file";
-    let mut file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| CgroupError::io(op, path, e))?;
-    file.write_all(value.as_bytes())
-        .map_err(|e| CgroupError::io(op, path, e))
+    let mut file = OpenOptions::new().write(true).open(path).map_err(|e| CgroupError::io(op, path, e))?;
+    file.write_all(value.as_bytes()).map_err(|e| CgroupError::io(op, path, e))
 }
 
 pub(super) fn read_control(path: &Path) -> Result<String, CgroupError> {
@@ -59,10 +55,7 @@ pub(super) fn keyed_u64(path: &Path, text: &str, key: &str) -> Result<u64, Cgrou
     let value = text
         .lines()
         .find_map(|line| line.strip_prefix(key)?.strip_prefix(' '))
-        .ok_or_else(|| CgroupError::Parse {
-            path: path.to_path_buf(),
-            reason: format!("no {key:?} line"),
-        })?;
+        .ok_or_else(|| CgroupError::Parse { path: path.to_path_buf(), reason: format!("no {key:?} line") })?;
     parse_u64(path, value.trim())
 }
 
@@ -74,11 +67,7 @@ pub(super) fn require_counter(
     what: &'static str,
     fix: &'static str,
 ) -> Result<(), CgroupError> {
-    let missing = || CgroupError::MissingFeature {
-        path: path.to_path_buf(),
-        what,
-        fix,
-    };
+    let missing = || CgroupError::MissingFeature { path: path.to_path_buf(), what, fix };
     let text = fs::read_to_string(path).map_err(|_| missing())?;
     keyed_u64(path, &text, key).map(drop).map_err(|_| missing())
 }
@@ -87,21 +76,13 @@ pub(super) fn require_counter(
 ///
 /// cgroup files are seq_files: a read at offset 0 regenerates the content
 /// (fs/seq_file.c, `seq_read_iter`), so the same descriptor gives fresh values.
-pub(super) fn pread_keyed_u64(
-    file: &File,
-    path: &Path,
-    key: Option<&str>,
-) -> Result<u64, CgroupError> {
+pub(super) fn pread_keyed_u64(file: &File, path: &Path, key: Option<&str>) -> Result<u64, CgroupError> {
     // Big enough for the lines we need: `cpuacct.usage` is one number and `usage_usec`
     // is the first line of v2 `cpu.stat`.
     let mut buf = [0u8; 256];
-    let len = file
-        .read_at(&mut buf, 0)
-        .map_err(|e| CgroupError::io("read control file", path, e))?;
-    let text = std::str::from_utf8(&buf[..len]).map_err(|_| CgroupError::Parse {
-        path: path.to_path_buf(),
-        reason: "not UTF-8".to_string(),
-    })?;
+    let len = file.read_at(&mut buf, 0).map_err(|e| CgroupError::io("read control file", path, e))?;
+    let text = std::str::from_utf8(&buf[..len])
+        .map_err(|_| CgroupError::Parse { path: path.to_path_buf(), reason: "not UTF-8".to_string() })?;
     match key {
         Some(key) => keyed_u64(path, text, key),
         None => parse_u64(path, text.trim()),
@@ -114,9 +95,7 @@ pub(super) fn make_dir(path: &Path, exist_ok: bool) -> Result<bool, CgroupError>
     match fs::create_dir(path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == ErrorKind::AlreadyExists && exist_ok => Ok(false),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(CgroupError::AlreadyExists {
-            path: path.to_path_buf(),
-        }),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(CgroupError::AlreadyExists { path: path.to_path_buf() }),
         Err(e) => Err(CgroupError::io("create cgroup", path, e)),
     }
 }
@@ -125,9 +104,7 @@ pub(super) fn make_dir(path: &Path, exist_ok: bool) -> Result<bool, CgroupError>
 pub(super) fn procs(dir: &Path) -> Result<Vec<i32>, CgroupError> {
     let path = dir.join("cgroup.procs");
     let text = read_control(&path)?;
-    text.lines()
-        .map(|l| parse_u64(&path, l).map(|p| p as i32))
-        .collect()
+    text.lines().map(|l| parse_u64(&path, l).map(|p| p as i32)).collect()
 }
 
 /// Sends SIGKILL to every process of the group, again and again, until it is empty.
@@ -139,6 +116,19 @@ pub(super) fn procs(dir: &Path) -> Result<Vec<i32>, CgroupError> {
 /// before our kill(2); cgroup v2's `cgroup.kill` has no such window.
 pub(super) fn kill_until_empty(dir: &Path) -> Result<(), CgroupError> {
     drain(dir, true)
+}
+
+/// Sends SIGKILL once to every process the group lists, without waiting for any to die.
+pub(super) fn kill_listed(dir: &Path) -> Result<(), CgroupError> {
+    for pid in procs(dir)? {
+        match kill(Pid::from_raw(pid), Signal::SIGKILL) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(source) => {
+                return Err(CgroupError::Kill { pid, path: dir.to_path_buf(), source });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Waits, bounded, until the group has no process left (after `cgroup.kill`).
@@ -167,11 +157,7 @@ fn drain(dir: &Path, send_kill: bool) -> Result<(), CgroupError> {
                     // ESRCH: it exited since we read the list.
                     Ok(()) | Err(Errno::ESRCH) => {}
                     Err(source) => {
-                        return Err(CgroupError::Kill {
-                            pid,
-                            path: dir.to_path_buf(),
-                            source,
-                        });
+                        return Err(CgroupError::Kill { pid, path: dir.to_path_buf(), source });
                     }
                 }
             }
@@ -211,10 +197,7 @@ pub(super) fn child_groups(dir: &Path) -> Result<Vec<String>, CgroupError> {
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| CgroupError::io("list cgroup", dir, e))?;
-        let is_dir = entry
-            .file_type()
-            .map_err(|e| CgroupError::io("list cgroup", entry.path(), e))?
-            .is_dir();
+        let is_dir = entry.file_type().map_err(|e| CgroupError::io("list cgroup", entry.path(), e))?.is_dir();
         if is_dir {
             names.push(entry.file_name().to_string_lossy().into_owned());
         }

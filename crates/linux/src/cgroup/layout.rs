@@ -61,44 +61,16 @@ struct Need {
 }
 
 const V1_NEEDS: [Need; 4] = [
-    Need {
-        name: "memory",
-        required: true,
-        purpose: "memory limit, peak memory, OOM-kill count",
-    },
-    Need {
-        name: "pids",
-        required: true,
-        purpose: "process limit and its hit count",
-    },
-    Need {
-        name: "cpuacct",
-        required: true,
-        purpose: "CPU time of the run",
-    },
-    Need {
-        name: "cpu",
-        required: false,
-        purpose: "CPU quota, only when cpu_cores is set",
-    },
+    Need { name: "memory", required: true, purpose: "memory limit, peak memory, OOM-kill count" },
+    Need { name: "pids", required: true, purpose: "process limit and its hit count" },
+    Need { name: "cpuacct", required: true, purpose: "CPU time of the run" },
+    Need { name: "cpu", required: false, purpose: "CPU quota, only when cpu_cores is set" },
 ];
 
 const V2_NEEDS: [Need; 3] = [
-    Need {
-        name: "memory",
-        required: true,
-        purpose: "memory limit, peak memory, OOM-kill count",
-    },
-    Need {
-        name: "pids",
-        required: true,
-        purpose: "process limit and its hit count",
-    },
-    Need {
-        name: "cpu",
-        required: false,
-        purpose: "CPU quota, only when cpu_cores is set",
-    },
+    Need { name: "memory", required: true, purpose: "memory limit, peak memory, OOM-kill count" },
+    Need { name: "pids", required: true, purpose: "process limit and its hit count" },
+    Need { name: "cpu", required: false, purpose: "CPU quota, only when cpu_cores is set" },
 ];
 
 fn v1_fix(controller: &str) -> String {
@@ -161,11 +133,9 @@ pub fn survey_v2(root: &Path, controllers: &str) -> Vec<ControllerSupport> {
 fn first_missing(version: CgroupVersion, survey: &[ControllerSupport]) -> Result<(), CgroupError> {
     match survey.iter().find(|c| c.required && c.path.is_none()) {
         None => Ok(()),
-        Some(c) => Err(CgroupError::MissingController {
-            version,
-            controller: c.name,
-            fix: c.fix.clone().unwrap_or_default(),
-        }),
+        Some(c) => {
+            Err(CgroupError::MissingController { version, controller: c.name, fix: c.fix.clone().unwrap_or_default() })
+        }
     }
 }
 
@@ -208,10 +178,7 @@ impl CgroupLayout {
     pub fn from_v2_root(root: &Path) -> Result<CgroupLayout, CgroupError> {
         let survey = survey_v2(root, &read_v2_controllers(root)?);
         first_missing(CgroupVersion::V2, &survey)?;
-        Ok(CgroupLayout::V2 {
-            root: root.to_path_buf(),
-            cpu: path_of(&survey, "cpu").is_some(),
-        })
+        Ok(CgroupLayout::V2 { root: root.to_path_buf(), cpu: path_of(&survey, "cpu").is_some() })
     }
 
     pub fn version(&self) -> CgroupVersion {
@@ -245,29 +212,17 @@ pub fn probe() -> CgroupSupport {
     } else {
         let mounts = mountinfo_self();
         if mounts.is_empty() {
-            return CgroupSupport::broken(
-                CgroupLayout::from_v1_mounts(&mounts).expect_err("no mounts is an error"),
-            );
+            return CgroupSupport::broken(CgroupLayout::from_v1_mounts(&mounts).expect_err("no mounts is an error"));
         }
         (Some(CgroupVersion::V1), survey_v1(&mounts))
     };
-    let problem = first_missing(version.unwrap_or(CgroupVersion::V1), &controllers)
-        .err()
-        .map(|e| e.to_string());
-    CgroupSupport {
-        version,
-        controllers,
-        problem,
-    }
+    let problem = first_missing(version.unwrap_or(CgroupVersion::V1), &controllers).err().map(|e| e.to_string());
+    CgroupSupport { version, controllers, problem }
 }
 
 impl CgroupSupport {
     fn broken(error: CgroupError) -> CgroupSupport {
-        CgroupSupport {
-            version: None,
-            controllers: Vec::new(),
-            problem: Some(error.to_string()),
-        }
+        CgroupSupport { version: None, controllers: Vec::new(), problem: Some(error.to_string()) }
     }
 
     /// Whether runs can get their cgroup limits on this host.

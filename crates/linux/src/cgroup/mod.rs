@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{CgroupError, CgroupVersion};
 pub use layout::{
-    CgroupLayout, CgroupSupport, ControllerSupport, Mountinfo, PARENT_GROUP, probe, survey_v1,
-    survey_v2,
+    CgroupLayout, CgroupSupport, ControllerSupport, Mountinfo, PARENT_GROUP, probe, survey_v1, survey_v2,
 };
 
 use v1::{V1Group, V1Mounts};
@@ -79,12 +78,7 @@ pub struct RunCgroup {
 }
 
 fn validate(name: &str, limits: &CgroupLimits) -> Result<(), CgroupError> {
-    let bad_name = |reason| {
-        Err(CgroupError::InvalidName {
-            name: name.to_string(),
-            reason,
-        })
-    };
+    let bad_name = |reason| Err(CgroupError::InvalidName { name: name.to_string(), reason });
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
         return bad_name("must be 1 to 128 bytes");
     }
@@ -107,10 +101,7 @@ fn validate(name: &str, limits: &CgroupLimits) -> Result<(), CgroupError> {
             return bad_limit("cpu_cores", "must be a finite number up to 4096");
         }
         if cfs_quota_us(cores) < MIN_CFS_QUOTA_US {
-            return bad_limit(
-                "cpu_cores",
-                "must be at least 0.01 (a 1 ms quota per 100 ms)",
-            );
+            return bad_limit("cpu_cores", "must be at least 0.01 (a 1 ms quota per 100 ms)");
         }
     }
     Ok(())
@@ -131,20 +122,11 @@ impl RunCgroup {
     /// The shared `runbox` parent is created on first use; several runs may race to
     /// create it. `name` must be unique among live runs: an existing group is an error.
     /// On failure nothing is left behind, or the cleanup error is reported too.
-    pub fn create_in(
-        layout: &CgroupLayout,
-        name: &str,
-        limits: &CgroupLimits,
-    ) -> Result<RunCgroup, CgroupError> {
+    pub fn create_in(layout: &CgroupLayout, name: &str, limits: &CgroupLimits) -> Result<RunCgroup, CgroupError> {
         validate(name, limits)?;
         let mut notes = Vec::new();
         let group = match layout {
-            CgroupLayout::V1 {
-                memory,
-                pids,
-                cpuacct,
-                cpu,
-            } => {
+            CgroupLayout::V1 { memory, pids, cpuacct, cpu } => {
                 let mounts = V1Mounts {
                     memory,
                     pids,
@@ -154,9 +136,7 @@ impl RunCgroup {
                 };
                 Group::V1(V1Group::create(&mounts, name, limits, &mut notes)?)
             }
-            CgroupLayout::V2 { root, cpu } => {
-                Group::V2(V2Group::create(root, *cpu, name, limits, &mut notes)?)
-            }
+            CgroupLayout::V2 { root, cpu } => Group::V2(V2Group::create(root, *cpu, name, limits, &mut notes)?),
         };
         let (opened, cpu_usage_path) = match &group {
             Group::V1(g) => (g.open_cpu_usage(), g.cpu_usage_file()),
@@ -229,10 +209,8 @@ impl RunCgroup {
     pub fn cpu_usage_ns(&self) -> Result<u64, CgroupError> {
         match &self.group {
             Group::V1(_) => files::pread_keyed_u64(&self.cpu_usage, &self.cpu_usage_path, None),
-            Group::V2(_) => {
-                files::pread_keyed_u64(&self.cpu_usage, &self.cpu_usage_path, Some("usage_usec"))
-                    .map(|usec| usec.saturating_mul(1000))
-            }
+            Group::V2(_) => files::pread_keyed_u64(&self.cpu_usage, &self.cpu_usage_path, Some("usage_usec"))
+                .map(|usec| usec.saturating_mul(1000)),
         }
     }
 
@@ -247,6 +225,16 @@ impl RunCgroup {
     /// Processes cannot leave the group on their own, and their forks land in it too.
     pub fn kill_all(&self) -> Result<(), CgroupError> {
         kill_group(&self.group)
+    }
+
+    /// Sends SIGKILL to every process of the group and returns at once; [`Self::remove`]
+    /// waits for them. On v1 a process forked between the listing and the kill survives
+    /// this call (not `remove`); in a sandbox, the pid namespace's end takes it anyway.
+    pub fn signal_all(&self) -> Result<(), CgroupError> {
+        match &self.group {
+            Group::V1(g) => g.signal_all(),
+            Group::V2(g) => g.signal_all(),
+        }
     }
 
     /// Kills what is left, then removes the group from every hierarchy. Every failure
@@ -286,17 +274,9 @@ pub fn list_run_groups() -> Result<Vec<String>, CgroupError> {
 
 pub fn list_run_groups_in(layout: &CgroupLayout) -> Result<Vec<String>, CgroupError> {
     match layout {
-        CgroupLayout::V1 {
-            memory,
-            pids,
-            cpuacct,
-            cpu,
-        } => v1::run_names(&V1Mounts {
-            memory,
-            pids,
-            cpuacct,
-            cpu: cpu.as_deref(),
-        }),
+        CgroupLayout::V1 { memory, pids, cpuacct, cpu } => {
+            v1::run_names(&V1Mounts { memory, pids, cpuacct, cpu: cpu.as_deref() })
+        }
         CgroupLayout::V2 { root, .. } => v2::run_names(root),
     }
 }
@@ -313,10 +293,7 @@ pub fn sweep_stale() -> Vec<Result<String, CgroupError>> {
 }
 
 /// [`sweep_stale`] restricted to the groups whose name `select` accepts.
-pub fn sweep_stale_in(
-    layout: &CgroupLayout,
-    select: impl Fn(&str) -> bool,
-) -> Vec<Result<String, CgroupError>> {
+pub fn sweep_stale_in(layout: &CgroupLayout, select: impl Fn(&str) -> bool) -> Vec<Result<String, CgroupError>> {
     let names = match list_run_groups_in(layout) {
         Ok(names) => names,
         Err(e) => return vec![Err(e)],
@@ -326,20 +303,9 @@ pub fn sweep_stale_in(
         .filter(|name| select(name))
         .map(|name| {
             let swept = match layout {
-                CgroupLayout::V1 {
-                    memory,
-                    pids,
-                    cpuacct,
-                    cpu,
-                } => v1::sweep(
-                    &V1Mounts {
-                        memory,
-                        pids,
-                        cpuacct,
-                        cpu: cpu.as_deref(),
-                    },
-                    &name,
-                ),
+                CgroupLayout::V1 { memory, pids, cpuacct, cpu } => {
+                    v1::sweep(&V1Mounts { memory, pids, cpuacct, cpu: cpu.as_deref() }, &name)
+                }
                 CgroupLayout::V2 { root, .. } => v2::sweep(root, &name),
             };
             swept.map(|()| name)
@@ -352,11 +318,7 @@ mod tests {
     use super::*;
 
     fn limits() -> CgroupLimits {
-        CgroupLimits {
-            memory_bytes: 64 << 20,
-            processes: 16,
-            cpu_cores: Some(0.5),
-        }
+        CgroupLimits { memory_bytes: 64 << 20, processes: 16, cpu_cores: Some(0.5) }
     }
 
     #[test]

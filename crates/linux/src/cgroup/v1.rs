@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::files::{
-    keyed_u64, kill_until_empty, make_dir, read_control, read_u64, remove_dir, require_counter,
+    keyed_u64, kill_listed, kill_until_empty, make_dir, read_control, read_u64, remove_dir, require_counter,
     write_control,
 };
 use super::{CFS_PERIOD_US, CgroupError, CgroupLimits, CgroupStats, PARENT_GROUP, cfs_quota_us};
@@ -39,15 +39,7 @@ pub(super) struct V1Mounts<'a> {
 impl V1Mounts<'_> {
     fn distinct(&self) -> Vec<&Path> {
         let mut out: Vec<&Path> = Vec::new();
-        for mount in [
-            Some(self.memory),
-            Some(self.pids),
-            self.cpu,
-            Some(self.cpuacct),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for mount in [Some(self.memory), Some(self.pids), self.cpu, Some(self.cpuacct)].into_iter().flatten() {
             if !out.contains(&mount) {
                 out.push(mount);
             }
@@ -66,10 +58,7 @@ fn ensure_parents(mounts: &V1Mounts) -> Result<(), CgroupError> {
     // anything nested under a run group counts against the run's limit. Children
     // inherit the flag; it can only change while the group has no children. Since
     // Linux 5.11 ("mm: memcg: deprecate the non-hierarchical mode") it is always 1.
-    let flag = mounts
-        .memory
-        .join(PARENT_GROUP)
-        .join("memory.use_hierarchy");
+    let flag = mounts.memory.join(PARENT_GROUP).join("memory.use_hierarchy");
     if flag.exists() && read_control(&flag)?.trim() != "1" {
         write_control(&flag, "1")?;
     }
@@ -122,8 +111,7 @@ impl V1Group {
             // Without swap accounting (swapaccount=0 or no CONFIG_MEMCG_SWAP) we cannot
             // cap swap; swappiness 0 keeps the group's anonymous memory out of swap.
             write_control(&mem.join("memory.swappiness"), "0")?;
-            notes
-                .push("cgroup_v1: no swap accounting, swap kept off by memory.swappiness=0".into());
+            notes.push("cgroup_v1: no swap accounting, swap kept off by memory.swappiness=0".into());
         }
         // oom_kill_disable is inherited from the parent. With it set, a run at its limit
         // would hang instead of being killed, so we make sure the OOM killer is on.
@@ -131,21 +119,11 @@ impl V1Group {
         write_control(&oom, "0")?;
         // The OOM verdict must come from the kernel's counter, not from guessing at
         // SIGKILLs; fail closed where it is missing.
-        require_counter(
-            &oom,
-            "oom_kill",
-            "an oom_kill counter",
-            "needs Linux 4.13 or later",
-        )?;
+        require_counter(&oom, "oom_kill", "an oom_kill counter", "needs Linux 4.13 or later")?;
 
         write_control(&self.pids.join("pids.max"), &limits.processes.to_string())?;
         let pids_events = self.pids.join("pids.events");
-        require_counter(
-            &pids_events,
-            "max",
-            "a max counter",
-            "needs Linux 4.7 or later",
-        )?;
+        require_counter(&pids_events, "max", "a max counter", "needs Linux 4.7 or later")?;
 
         if let Some(cores) = limits.cpu_cores {
             let cpu = self.cpu.as_ref().ok_or(CgroupError::MissingController {
@@ -156,10 +134,7 @@ impl V1Group {
                     .into(),
             })?;
             write_control(&cpu.join("cpu.cfs_period_us"), &CFS_PERIOD_US.to_string())?;
-            write_control(
-                &cpu.join("cpu.cfs_quota_us"),
-                &cfs_quota_us(cores).to_string(),
-            )?;
+            write_control(&cpu.join("cpu.cfs_quota_us"), &cfs_quota_us(cores).to_string())?;
         }
         Ok(())
     }
@@ -186,9 +161,7 @@ impl V1Group {
     pub(super) fn add_process(&self, pid: i32) -> Result<(), CgroupError> {
         // cgroup.procs moves the whole thread group; `tasks` would move one thread.
         let pid = pid.to_string();
-        self.dirs
-            .iter()
-            .try_for_each(|dir| write_control(&dir.join("cgroup.procs"), &pid))
+        self.dirs.iter().try_for_each(|dir| write_control(&dir.join("cgroup.procs"), &pid))
     }
 
     pub(super) fn processes(&self) -> Result<Vec<i32>, CgroupError> {
@@ -206,6 +179,12 @@ impl V1Group {
         })
     }
 
+    /// SIGKILL once what the pids hierarchy lists (every process of the run is in each of
+    /// the group's hierarchies), without waiting.
+    pub(super) fn signal_all(&self) -> Result<(), CgroupError> {
+        kill_listed(&self.pids)
+    }
+
     /// v1 has no cgroup.kill: SIGKILL what each hierarchy lists until all are empty.
     pub(super) fn kill_all(&self) -> Result<(), CgroupError> {
         self.dirs.iter().try_for_each(|dir| kill_until_empty(dir))
@@ -213,11 +192,7 @@ impl V1Group {
 
     /// Removes every directory, reporting each failure.
     pub(super) fn remove_dirs(&self) -> Vec<CgroupError> {
-        self.dirs
-            .iter()
-            .rev()
-            .filter_map(|d| remove_dir(d).err())
-            .collect()
+        self.dirs.iter().rev().filter_map(|d| remove_dir(d).err()).collect()
     }
 }
 

@@ -7,13 +7,10 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::files::{
-    keyed_u64, kill_until_empty, make_dir, read_control, read_u64, remove_dir, require_counter,
+    keyed_u64, kill_listed, kill_until_empty, make_dir, read_control, read_u64, remove_dir, require_counter,
     wait_until_empty, write_control,
 };
-use super::{
-    CFS_PERIOD_US, CgroupError, CgroupLimits, CgroupStats, CgroupVersion, PARENT_GROUP,
-    cfs_quota_us,
-};
+use super::{CFS_PERIOD_US, CgroupError, CgroupLimits, CgroupStats, CgroupVersion, PARENT_GROUP, cfs_quota_us};
 
 #[derive(Debug)]
 pub(super) struct V2Group {
@@ -28,19 +25,14 @@ pub(super) struct V2Group {
 fn enable_subtree(dir: &Path, controllers: &[&str]) -> Result<(), CgroupError> {
     let file = dir.join("cgroup.subtree_control");
     let enabled = read_control(&file)?;
-    let missing: Vec<String> = controllers
-        .iter()
-        .filter(|c| !enabled.split_whitespace().any(|e| e == **c))
-        .map(|c| format!("+{c}"))
-        .collect();
+    let missing: Vec<String> =
+        controllers.iter().filter(|c| !enabled.split_whitespace().any(|e| e == **c)).map(|c| format!("+{c}")).collect();
     if missing.is_empty() {
         return Ok(());
     }
     write_control(&file, &missing.join(" ")).map_err(|e| match e {
         CgroupError::Io { source, .. } if source.raw_os_error() == Some(libc::EBUSY) => {
-            CgroupError::InternalProcesses {
-                path: dir.to_path_buf(),
-            }
+            CgroupError::InternalProcesses { path: dir.to_path_buf() }
         }
         other => other,
     })
@@ -60,10 +52,7 @@ impl V2Group {
             return Err(CgroupError::MissingController {
                 version: CgroupVersion::V2,
                 controller: "cpu",
-                fix: format!(
-                    "cpu_cores needs the cpu controller in {}/cgroup.controllers",
-                    root.display()
-                ),
+                fix: format!("cpu_cores needs the cpu controller in {}/cgroup.controllers", root.display()),
             });
         }
         let mut controllers = vec!["memory", "pids"];
@@ -77,16 +66,12 @@ impl V2Group {
         make_dir(&parent, true)?;
         enable_subtree(&parent, &controllers)?;
 
-        let group = V2Group {
-            dir: parent.join(name),
-        };
+        let group = V2Group { dir: parent.join(name) };
         make_dir(&group.dir, false)?;
-        group
-            .apply(limits, notes)
-            .map_err(|primary| match remove_dir(&group.dir) {
-                Ok(()) => primary,
-                Err(cleanup) => CgroupError::Several(vec![primary, cleanup]),
-            })?;
+        group.apply(limits, notes).map_err(|primary| match remove_dir(&group.dir) {
+            Ok(()) => primary,
+            Err(cleanup) => CgroupError::Several(vec![primary, cleanup]),
+        })?;
         Ok(group)
     }
 
@@ -105,24 +90,14 @@ impl V2Group {
         // and the run's own code sees it; the runner kills the rest at the end.
         let events = dir.join("memory.events");
         // The OOM verdict must come from the kernel's counter; fail closed without it.
-        require_counter(
-            &events,
-            "oom_kill",
-            "an oom_kill counter",
-            "needs Linux 4.13 or later",
-        )?;
+        require_counter(&events, "oom_kill", "an oom_kill counter", "needs Linux 4.13 or later")?;
         if !dir.join("memory.peak").exists() {
             notes.push("cgroup_v2: no memory.peak (Linux before 5.19), peak memory unknown".into());
         }
 
         write_control(&dir.join("pids.max"), &limits.processes.to_string())?;
         let pids_events = dir.join("pids.events");
-        require_counter(
-            &pids_events,
-            "max",
-            "a max counter",
-            "needs Linux 4.7 or later",
-        )?;
+        require_counter(&pids_events, "max", "a max counter", "needs Linux 4.7 or later")?;
 
         if let Some(cores) = limits.cpu_cores {
             let value = format!("{} {CFS_PERIOD_US}", cfs_quota_us(cores));
@@ -169,11 +144,7 @@ impl V2Group {
         let usage_usec = keyed_u64(&stat, &read_control(&stat)?, "usage_usec")?;
         Ok(CgroupStats {
             cpu_time_ns: usage_usec.saturating_mul(1000),
-            peak_memory_bytes: if peak.exists() {
-                Some(read_u64(&peak)?)
-            } else {
-                None
-            },
+            peak_memory_bytes: if peak.exists() { Some(read_u64(&peak)?) } else { None },
             oom_kills: keyed_u64(&mem_events, &read_control(&mem_events)?, "oom_kill")?,
             pids_max_hits: keyed_u64(&pids_events, &read_control(&pids_events)?, "max")?,
         })
@@ -181,6 +152,13 @@ impl V2Group {
 
     pub(super) fn kill_all(&self) -> Result<(), CgroupError> {
         kill_group(&self.dir)
+    }
+
+    /// `cgroup.kill` where the kernel has it, else SIGKILL once what the group lists;
+    /// without waiting either way.
+    pub(super) fn signal_all(&self) -> Result<(), CgroupError> {
+        let kill_file = self.dir.join("cgroup.kill");
+        if kill_file.exists() { write_control(&kill_file, "1") } else { kill_listed(&self.dir) }
     }
 
     pub(super) fn remove_dirs(&self) -> Vec<CgroupError> {

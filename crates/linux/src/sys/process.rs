@@ -23,7 +23,9 @@ pub fn clone_process(flags: libc::c_int) -> Result<CloneResult, Errno> {
     // copy of the caller's stack. The caller guarantees the process is single-threaded, so no
     // lock can be held by a thread that does not exist in the child. SIGCHLD makes the child
     // reapable with waitpid like a forked one.
-    let ret = unsafe { libc::syscall(libc::SYS_clone, (flags | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize) };
+    let ret = unsafe {
+        libc::syscall(libc::SYS_clone, (flags | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize)
+    };
     match ret {
         -1 => Err(Errno::last()),
         0 => Ok(CloneResult::Child),
@@ -127,7 +129,11 @@ pub fn set_no_new_privs() -> Result<(), Errno> {
 /// prctl(PR_SET_PDEATHSIG): the kernel sends `signal` when the parent thread exits.
 pub fn set_parent_death_signal(signal: libc::c_int) -> Result<(), Errno> {
     // SAFETY: takes integers only.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) } < 0 { Err(Errno::last()) } else { Ok(()) }
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) } < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
 }
 
 /// Puts every signal back to its default action and unblocks all of them. Dispositions set

@@ -32,13 +32,7 @@ pub fn install(filter: &SeccompFilter) -> Result<(), Errno> {
     // instructions it points to, which `program` (borrowed for this whole call) holds;
     // the kernel copies them before returning and keeps no pointer into our memory.
     // It changes no Rust-visible state of this process: it only restricts later syscalls.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &raw const prog,
-        )
-    };
+    let rc =
+        unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0 as libc::c_uint, &raw const prog) };
     if rc == 0 { Ok(()) } else { Err(Errno::last()) }
 }

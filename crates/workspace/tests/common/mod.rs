@@ -12,7 +12,14 @@ pub const MIB: u64 = 1 << 20;
 
 pub fn spec(state_dir: &Path, run_id: &str, disk_bytes: u64, inodes: u64) -> WorkspaceSpec {
     assert!(nix::unistd::geteuid().is_root(), "these tests mount tmpfs and need root");
-    WorkspaceSpec { state_dir: state_dir.to_owned(), run_id: run_id.into(), disk_bytes, inodes, owner_uid: OWNER_UID, owner_gid: OWNER_GID }
+    WorkspaceSpec {
+        state_dir: state_dir.to_owned(),
+        run_id: run_id.into(),
+        disk_bytes,
+        inodes,
+        owner_uid: OWNER_UID,
+        owner_gid: OWNER_GID,
+    }
 }
 
 /// A 4 MiB, 1000-inode workspace in a fresh state directory. Keep the TempDir alive.
@@ -36,5 +43,8 @@ pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
 /// The mount options of the filesystem mounted at `point` (the super options after ` - `).
 pub fn mount_options(point: &Path) -> Option<String> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    table.lines().find(|line| line.split(' ').nth(4) == point.to_str()).map(|line| line.split(" - ").nth(1).unwrap().to_owned())
+    table
+        .lines()
+        .find(|line| line.split(' ').nth(4) == point.to_str())
+        .map(|line| line.split(" - ").nth(1).unwrap().to_owned())
 }
