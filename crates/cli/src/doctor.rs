@@ -84,7 +84,7 @@ fn user_namespaces() -> Check {
 fn seccomp_check() -> Check {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let has = status.lines().any(|l| l.starts_with("Seccomp:"));
-    let filter = runbox_linux::seccomp::SeccompFilter::default_policy();
+    let filter = runbox_linux::seccomp::SeccompFilter::from_json(runbox_linux::seccomp::DEFAULT_POLICY_JSON);
     match (has, filter) {
         (true, Ok(f)) => check(
             "seccomp",

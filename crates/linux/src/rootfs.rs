@@ -117,18 +117,16 @@ fn inside(root_dir: &Path, path: &str) -> PathBuf {
     root_dir.join(path.trim_start_matches('/'))
 }
 
+/// Parents come first in the plan's order, so one mkdir per directory is enough.
 fn mkdir(path: &Path) -> Result<(), RootError> {
-    match fs::DirBuilder::new().mode(0o755).recursive(true).create(path) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(RootError::Create { path: path.into(), source: e }),
+    match fs::DirBuilder::new().mode(0o755).create(path) {
+        Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(RootError::Create { path: path.into(), source: e }),
+        _ => Ok(()),
     }
 }
 
 fn write_file(path: &Path, contents: &[u8]) -> Result<(), RootError> {
     let err = |e| RootError::Create { path: path.into(), source: e };
-    if let Some(parent) = path.parent() {
-        mkdir(parent)?;
-    }
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true).mode(0o444).custom_flags(libc::O_NOFOLLOW);
     let mut file = options.open(path).map_err(err)?;
@@ -136,9 +134,6 @@ fn write_file(path: &Path, contents: &[u8]) -> Result<(), RootError> {
 }
 
 fn make_symlink(target: &Path, link: &Path) -> Result<(), RootError> {
-    if let Some(parent) = link.parent() {
-        mkdir(parent)?;
-    }
     match symlink(target, link) {
         Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(RootError::Create { path: link.into(), source: e }),
         _ => Ok(()),

@@ -54,7 +54,7 @@ fn every_rule_and_condition_in_the_policy_says_why() {
 
 #[test]
 fn the_built_in_policy_denies_what_it_must() {
-    let filter = SeccompFilter::default_policy().expect("the built-in policy compiles");
+    let filter = SeccompFilter::from_json(DEFAULT_POLICY_JSON).expect("the built-in policy compiles");
     let denied = filter.denied_syscalls();
     let find = |name| denied.iter().filter(move |d| d.syscall == name);
     for &name in ALWAYS_DENIED.iter().chain(ALWAYS_DENIED_HERE) {
@@ -236,4 +236,20 @@ fn sections_for_another_arch_are_checked_but_not_compiled() {
     assert_eq!(names, ["mount"]);
     let missing_comment = json.replace(r#""comment": "elsewhere""#, r#""comment": """#);
     assert!(matches!(error(&missing_comment), SeccompError::Rule { .. }), "skipped sections are still validated");
+}
+
+/// The embedded x86_64 program is the JSON policy compiled: editing one without the other
+/// fails here. `RUNBOX_UPDATE_SECCOMP_BPF=1 cargo test -p runbox-linux --test seccomp_policy`
+/// rewrites the embedded program from the JSON.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn the_precompiled_default_program_is_the_json_policy_compiled() {
+    let compiled = SeccompFilter::from_json(runbox_linux::seccomp::DEFAULT_POLICY_JSON).unwrap().to_bpf_bytes();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/policy/seccomp.x86_64.bpf");
+    if std::env::var_os("RUNBOX_UPDATE_SECCOMP_BPF").is_some() {
+        std::fs::write(path, &compiled).unwrap();
+    }
+    let embedded = runbox_linux::seccomp::PRECOMPILED_DEFAULT.unwrap();
+    assert!(embedded == compiled.as_slice(), "{path} is stale: run with RUNBOX_UPDATE_SECCOMP_BPF=1 to rebuild it");
+    assert_eq!(SeccompFilter::default_policy().unwrap().program().len(), compiled.len() / 8);
 }

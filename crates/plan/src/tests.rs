@@ -97,3 +97,23 @@ fn root_has_no_sys_and_only_run_dirs_writable() {
     let writable: Vec<&RootEntry> = plan.root.iter().filter(|e| matches!(e, RootEntry::RunDir { .. })).collect();
     assert_eq!(writable.len(), 3);
 }
+
+#[test]
+fn every_root_entry_comes_after_its_parent_directory() {
+    let plan = plan_for(request("python", &[("main.py", "")])).unwrap();
+    let mut dirs = vec!["".to_string()];
+    for entry in &plan.root {
+        let (path, is_dir) = match entry {
+            RootEntry::Dir { path } | RootEntry::Proc { path } | RootEntry::RunDir { path, .. } => (path, true),
+            RootEntry::Mirror { path, .. } => (path, true),
+            RootEntry::File { path, .. } | RootEntry::Device { path } | RootEntry::Symlink { path, .. } => {
+                (path, false)
+            }
+        };
+        let parent = &path[..path.rfind('/').unwrap()];
+        assert!(dirs.iter().any(|d| d == parent), "{path} comes before its parent {parent:?}");
+        if is_dir {
+            dirs.push(path.clone());
+        }
+    }
+}
