@@ -77,18 +77,31 @@ impl Runbox {
         self.run_raw(&serde_json::to_vec(request).expect("json"))
     }
 
-    /// Same, with raw bytes as the request body (for malformed-input tests).
+    /// Same, with raw bytes as the request body (for malformed-input tests). The body is
+    /// written from a thread, and a broken pipe is fine: runbox stops reading a body that is
+    /// too large, answers and exits.
     pub fn run_raw(&self, body: &[u8]) -> Ran {
-        let mut child = self
-            .command()
-            .args(["run", "--json", "--request", "-"])
+        let mut child = self.json_run_command().spawn().expect("spawn runbox");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let body = body.to_vec();
+        let writer = std::thread::spawn(move || match stdin.write_all(&body) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => panic!("write request: {e}"),
+        });
+        let ran = parse(child.wait_with_output().expect("wait runbox"));
+        writer.join().expect("writer thread");
+        ran
+    }
+
+    /// `runbox run --json --request -` with piped stdio, not started yet.
+    fn json_run_command(&self) -> Command {
+        let mut cmd = self.command();
+        cmd.args(["run", "--json", "--request", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn runbox");
-        child.stdin.take().expect("stdin").write_all(body).expect("write request");
-        parse(child.wait_with_output().expect("wait runbox"))
+            .stderr(Stdio::piped());
+        cmd
     }
 
     /// `runbox <args>`, raw.
@@ -193,11 +206,7 @@ impl Runbox {
     /// Starts `runbox run --json --request -` and writes `request` to its stdin, then closes it.
     /// `configure` may change the command first (environment, `pre_exec`).
     pub fn spawn_run(&self, request: &Value, configure: impl FnOnce(&mut Command)) -> Running {
-        let mut cmd = self.command();
-        cmd.args(["run", "--json", "--request", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = self.json_run_command();
         configure(&mut cmd);
         let mut child = cmd.spawn().expect("spawn runbox");
         child

@@ -2,9 +2,6 @@
 //! "field", "message"}}`, the field says where, the message says what to fix, and nothing is
 //! left behind in the state dir.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use runbox_tests::*;
 use serde_json::{Value, json};
 
@@ -139,40 +136,9 @@ fn a_request_body_over_64_mib_is_refused_without_reading_it_all() {
     body.extend_from_slice(br#""}]}"#);
     let rb = Runbox::new();
     let began = std::time::Instant::now();
-    let ran = run_streamed(&rb, body);
+    let ran = rb.run_raw(&body);
     assert_rejected(&rb, &ran, Some("body"), &["larger than 67108864 bytes"]);
     assert!(began.elapsed().as_secs() < 20, "took {:?}", began.elapsed());
-}
-
-/// `rb.run_raw`, but the body is written from a thread and a broken pipe is expected: runbox
-/// stops reading a body that is too large, answers and exits.
-fn run_streamed(rb: &Runbox, body: Vec<u8>) -> Ran {
-    let mut child = rb
-        .command()
-        .args(["run", "--json", "--request", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn runbox");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let writer = std::thread::spawn(move || match stdin.write_all(&body) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => panic!("write request: {e}"),
-    });
-    let output = child.wait_with_output().expect("wait runbox");
-    writer.join().expect("writer thread");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr))
-    });
-    // A signal (e.g. the OOM killer) gives no code: -1 here, and the rejection check fails.
-    Ran {
-        exit_code: output.status.code().unwrap_or(-1),
-        json,
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
 }
 
 // ---- paths ----

@@ -8,9 +8,8 @@
 //! uids of its runs (1_000_000_000 + the pid of the `runbox` process that ran them).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+
 use std::time::{Duration, Instant};
 
 use runbox_tests::*;
@@ -108,41 +107,6 @@ fn kinds() -> Vec<Kind> {
             verdict: Verdict::NonzeroExit,
         },
     ]
-}
-
-/// A run in progress: the supervisor's pid gives the host uid of its sandbox.
-struct Started {
-    child: Child,
-    pid: u32,
-}
-
-fn start(rb: &Runbox, request: &Value) -> Started {
-    let mut child = rb
-        .command()
-        .args(["run", "--json", "--request", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn runbox");
-    let pid = child.id();
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(&serde_json::to_vec(request).expect("json")).expect("write request");
-    drop(stdin);
-    Started { child, pid }
-}
-
-fn finish(started: Started) -> Ran {
-    let output = started.child.wait_with_output().expect("wait runbox");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr))
-    });
-    Ran {
-        exit_code: output.status.code().unwrap_or(-1),
-        json,
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
 }
 
 /// What one run left to look for: its id (run dir, cgroups) and its host uid (processes).
@@ -266,8 +230,8 @@ fn the_leak_checks_see_a_live_run() {
     let rb = Runbox::new();
     let mounts_before = mounts_mentioning(rb.state_dir());
     let procs_before = sandbox_processes();
-    let started = start(&rb, &sh("touch ready; sleep 30"));
-    let host_uid = HOST_ID_BASE + started.pid;
+    let started = rb.spawn_run(&sh("touch ready; sleep 30"), |_| {});
+    let host_uid = HOST_ID_BASE + started.pid();
 
     // The program is running once it has made /workspace/ready (the host sees the tmpfs).
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -284,13 +248,13 @@ fn the_leak_checks_see_a_live_run() {
     };
     let live = vec![RunTrace { run_id: run_id.clone(), host_uid }];
     let seen = leftovers(&rb, &live, &mounts_before, &procs_before);
-    let kill = |s: &Started| {
+    let kill = |s: &Running| {
         // SIGTERM cancels the run; runbox then tears it down.
         // SAFETY: kill(2) on the pid of a child we spawned and have not waited for yet.
-        unsafe { libc::kill(s.pid as libc::pid_t, libc::SIGTERM) };
+        unsafe { libc::kill(s.pid() as libc::pid_t, libc::SIGTERM) };
     };
     kill(&started);
-    let ran = finish(started);
+    let ran = started.wait();
     assert!(seen.iter().any(|l| l.starts_with("run dir ")), "{seen:#?}");
     assert!(seen.iter().any(|l| l.starts_with("mount ")), "{seen:#?}");
     assert!(
@@ -322,9 +286,9 @@ fn hundreds_of_runs_of_every_kind_leave_nothing_behind() {
                     let mut traces = Vec::new();
                     for i in (t..RUNS).step_by(THREADS) {
                         let kind = &kinds[i % kinds.len()];
-                        let started = start(rb, &(kind.request)());
-                        let host_uid = HOST_ID_BASE + started.pid;
-                        let ran = finish(started);
+                        let started = rb.spawn_run(&(kind.request)(), |_| {});
+                        let host_uid = HOST_ID_BASE + started.pid();
+                        let ran = started.wait();
                         let result = ran.result();
                         assert_eq!(
                             result.verdict, kind.verdict,

@@ -5,9 +5,7 @@
 //! Limits are small so the file stays fast; timings are only ever checked loosely, because
 //! the machine is shared.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use runbox_tests::*;
@@ -45,32 +43,6 @@ fn c(code: &str) -> Value {
 
 fn bash(code: &str) -> Value {
     request("bash", "main.bash", code)
-}
-
-/// Starts `runbox run --json --request -` without waiting for it, for tests that act on the
-/// runbox process (signals) or on the run while it is going on.
-fn spawn_run(rb: &Runbox, request: &Value) -> Child {
-    let mut child = rb
-        .command()
-        .args(["run", "--json", "--request", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn runbox");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(&serde_json::to_vec(request).expect("json")).expect("write request");
-    drop(stdin);
-    child
-}
-
-fn finish(child: Child) -> Ran {
-    let output = child.wait_with_output().expect("wait runbox");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let json = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("runbox printed no JSON ({e}): {stdout}\nstderr: {stderr}"));
-    Ran { exit_code: output.status.code().unwrap_or(-1), json, stderr }
 }
 
 /// Waits until `found` returns something, or panics after `timeout`.
@@ -368,12 +340,12 @@ fn fork_bomb_is_contained_and_the_host_is_fine() {
     let code = "echo bombing\n:(){ :|:& };:\nsleep 10\necho survived\n";
     let req = with_limit(with_limit(bash(code), "processes", 20), "wall_time_ms", 2000);
     let begun = Instant::now();
-    let child = spawn_run(&rb, &req);
-    let uid = sandbox_uid(child.id());
+    let child = rb.spawn_run(&req, |_| {});
+    let uid = sandbox_uid(child.pid());
     // While it runs the bomb's processes are visible under the sandbox uid, so seeing none
     // afterwards means something.
     wait_for("the bomb's processes", Duration::from_secs(10), || (!processes_of_uid(uid).is_empty()).then_some(()));
-    let ran = finish(child);
+    let ran = child.wait();
     let result = ran.result();
     assert!(
         matches!(result.verdict, Verdict::WallTimeout | Verdict::NonzeroExit),
@@ -474,7 +446,7 @@ fn disk_limit_stops_a_big_write_on_the_runs_own_filesystem() {
     let (_, host_free_before) = space(rb.state_dir());
     let code = "echo writing\ndd if=/dev/zero of=big bs=1M count=100\nstatus=$?\n: > filled\nwhile [ ! -e go ]; do sleep 0.05; done\nexit $status\n";
     let req = with_limit(with_limit(sh(code), "disk_bytes", 8 * MIB), "wall_time_ms", 20_000);
-    let child = spawn_run(&rb, &req);
+    let child = rb.spawn_run(&req, |_| {});
     let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let fs = wait_for("the run to fill its disk", Duration::from_secs(15), || {
             let fs = run_dir(&rb)?.join("fs");
@@ -485,7 +457,7 @@ fn disk_limit_stops_a_big_write_on_the_runs_own_filesystem() {
         std::fs::write(fs.join("workspace/go"), b"").expect("let the run finish");
         (run_total, run_free, host_free_during)
     }));
-    let ran = finish(child);
+    let ran = child.wait();
     let (run_total, run_free, host_free_during) = measured.unwrap_or_else(|e| panic!("{e:?}; runbox: {}", ran.json));
     assert!((8 * MIB..=9 * MIB).contains(&run_total), "the run's filesystem is {run_total} bytes");
     assert!(run_free < MIB, "the run's filesystem has {run_free} bytes free after dd");
@@ -602,8 +574,8 @@ fn cancel_with(signal: libc::c_int) {
     let rb = Runbox::new();
     let req = with_limit(sh("echo before\nsleep 30\necho after\n"), "wall_time_ms", 60_000);
     let begun = Instant::now();
-    let child = spawn_run(&rb, &req);
-    let pid = child.id();
+    let child = rb.spawn_run(&req, |_| {});
+    let pid = child.pid();
     // The run directory appears after runbox has turned the signal into a cancel request; the
     // extra wait lets the program start and print.
     wait_for("the run to start", Duration::from_secs(10), || run_dir(&rb));
@@ -613,7 +585,7 @@ fn cancel_with(signal: libc::c_int) {
     // SAFETY: kill(2) with a pid we spawned and have not reaped yet, so it is still ours.
     let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
     assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
-    let ran = finish(child);
+    let ran = child.wait();
     let result = assert_verdict(&ran, Verdict::Cancelled);
     assert_eq!(ran.exit_code, 17);
     assert_ended(&result, None, Some(libc::SIGKILL));
