@@ -1,6 +1,7 @@
 //! `runbox`: run untrusted code in a sandbox from the command line.
 
 mod doctor;
+mod events;
 mod exit_codes;
 mod request;
 mod run;

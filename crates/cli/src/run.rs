@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use runbox_contract::{RunResult, StreamOutput, Verdict};
-use runbox_runner::{Runner, RunnerConfig};
+use runbox_runner::{LiveChunk, RunOptions, Runner, RunnerConfig};
 use runbox_runtimes::Allowlist;
+use runbox_workspace::ArtifactStore;
 
 use crate::exit_codes;
 use crate::units::{parse_bytes, parse_millis};
@@ -72,6 +73,18 @@ pub struct RunArgs {
     /// Keep the workspace under the state dir after the run, for debugging.
     #[arg(long)]
     pub keep_workspace: bool,
+    /// Use this run id (1 to 64 letters, digits, '-', '_') instead of a random one.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Write the program's output here as it is written, as JSON lines (see the README).
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Keep every artifact in this directory, named by its SHA-256.
+    #[arg(long)]
+    pub artifact_store: Option<PathBuf>,
+    /// Cancel the run (and clean up) when the process that started runbox dies.
+    #[arg(long)]
+    pub die_with_parent: bool,
 }
 
 pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf) -> ExitCode {
@@ -87,13 +100,32 @@ pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf) -> ExitCode
     config.keep_workspace = args.keep_workspace;
     let runner = match Runner::new(allowlist, config) {
         Ok(runner) => runner,
-        Err(e) => {
-            eprintln!("runbox: {e}");
-            return ExitCode::from(exit_codes::CONFIG);
-        }
+        Err(e) => return config_error(&e.to_string()),
     };
     let cancel = cancel_on_signals();
-    let result = runner.run(request, cancel.as_ref().map(|fd| fd.as_fd()));
+    if args.die_with_parent && !cancel_when_parent_dies() {
+        return rejected(args.json, None, "the parent process is already gone");
+    }
+    let store = match args.artifact_store.as_ref().map(ArtifactStore::open).transpose() {
+        Ok(store) => store,
+        Err(e) => return config_error(&e.to_string()),
+    };
+    let events = match args.events.as_ref().map(|p| std::fs::OpenOptions::new().append(true).open(p)).transpose() {
+        Ok(events) => events.map(std::cell::RefCell::new),
+        Err(e) => return config_error(&format!("open --events: {e}")),
+    };
+    let listener = |chunk: LiveChunk| {
+        if let Some(events) = &events {
+            crate::events::write(&mut *events.borrow_mut(), chunk);
+        }
+    };
+    let options = RunOptions {
+        run_id: args.run_id.as_deref(),
+        cancel: cancel.as_ref().map(|fd| fd.as_fd()),
+        on_output: events.as_ref().map(|_| &listener as &dyn Fn(LiveChunk)),
+        artifact_store: store.as_ref(),
+    };
+    let result = runner.run_with(request, &options);
     match result {
         Err(e) => rejected(args.json, Some(&e.field), &e.message),
         Ok(result) => {
@@ -105,6 +137,18 @@ pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf) -> ExitCode
             ExitCode::from(exit_codes::for_verdict(result.verdict))
         }
     }
+}
+
+/// The parent's death sends us SIGTERM, which cancels the run like any SIGTERM (so the sandbox
+/// is still torn down). False when the parent is already gone.
+fn cancel_when_parent_dies() -> bool {
+    let parent = nix::unistd::getppid();
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).is_ok() && nix::unistd::getppid() == parent
+}
+
+fn config_error(message: &str) -> ExitCode {
+    eprintln!("runbox: {message}");
+    ExitCode::from(exit_codes::CONFIG)
 }
 
 /// SIGINT, SIGTERM and SIGHUP cancel the run (the verdict says `cancelled`) instead of

@@ -23,7 +23,7 @@ pub use capture::{Capture, Captured};
 pub use protocol::Step;
 pub use rootfs::{PreparedRoot, RootError, RunDirs, prepare_root};
 pub use step::{Exit, StepOutcome, StepSpec, Teardown, run_step};
-pub use supervise::KillReason;
+pub use supervise::{KillReason, OutputStream, OutputTap};
 pub use sys::process::effective_capabilities;
 
 /// A failure of runbox itself, never of the program.

@@ -14,7 +14,7 @@ use crate::child::{ChildPlan, ExecArgs};
 use crate::protocol::{SetupFailure, Step};
 use crate::rootfs::{MountOp, PreparedRoot};
 use crate::seccomp::SeccompFilter;
-use crate::supervise::{KillReason, Watch, Watched, watch};
+use crate::supervise::{KillReason, OutputTap, Watch, Watched, watch};
 use crate::sys::process;
 use crate::{SandboxFailure, failure, spawn};
 
@@ -39,6 +39,8 @@ pub struct StepSpec<'a> {
     pub cancel: Option<BorrowedFd<'a>>,
     /// A descriptor on the run's filesystem, to notice a full disk while the program runs.
     pub disk: Option<BorrowedFd<'a>>,
+    /// Sees every chunk of output as it is read (for live streaming).
+    pub tap: Option<&'a OutputTap>,
 }
 
 /// How the program ended.
@@ -194,6 +196,7 @@ fn watch_limits<'a>(spec: &StepSpec<'a>) -> Watch<'a> {
         stdin: spec.stdin,
         cancel: spec.cancel,
         disk: spec.disk,
+        tap: spec.tap,
     }
 }
 

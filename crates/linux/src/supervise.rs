@@ -39,6 +39,18 @@ pub struct Watch<'a> {
     pub cancel: Option<BorrowedFd<'a>>,
     /// A descriptor on the run's filesystem, sampled for a full disk while the program runs.
     pub disk: Option<BorrowedFd<'a>>,
+    /// Sees every chunk of output as it is read, before capture (for live streaming).
+    pub tap: Option<&'a OutputTap>,
+}
+
+/// Sees each chunk of a program's output as it is read.
+pub type OutputTap = dyn Fn(OutputStream, &[u8]);
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
 }
 
 pub struct Watched {
@@ -220,7 +232,10 @@ impl Supervisor<'_> {
             self.feed_stdin();
         }
         for (index, i) in i_streams.into_iter().enumerate() {
-            if ready(i) && drain(&mut self.streams[index]) {
+            let which = if index == 0 { OutputStream::Stdout } else { OutputStream::Stderr };
+            if ready(i)
+                && drain(&mut self.streams[index], self.watch.tap.map(|tap| move |data: &[u8]| tap(which, data)))
+            {
                 self.streams[index].fd = None;
             }
         }
@@ -295,7 +310,7 @@ impl Supervisor<'_> {
 }
 
 /// Reads what is there; true at end-of-file.
-fn drain(stream: &mut Stream) -> bool {
+fn drain(stream: &mut Stream, tap: Option<impl Fn(&[u8])>) -> bool {
     let Some(fd) = stream.fd.as_ref() else {
         return true;
     };
@@ -303,6 +318,9 @@ fn drain(stream: &mut Stream) -> bool {
     match nix::unistd::read(fd.as_raw_fd(), &mut buf) {
         Ok(0) => true,
         Ok(n) => {
+            if let Some(tap) = tap {
+                tap(&buf[..n]);
+            }
             stream.capture.push(&buf[..n]);
             false
         }

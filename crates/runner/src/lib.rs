@@ -3,6 +3,7 @@
 //! ran (or should have run and failed inside runbox), and a [`ValidationError`] for a request
 //! that was refused before anything was created.
 
+mod live;
 mod output;
 mod result;
 mod verdict;
@@ -15,12 +16,29 @@ use std::time::Instant;
 
 use runbox_contract::{RequestBounds, ResolvedLimits, RunRequest, RunResult, Timings, ValidationError, Verdict};
 use runbox_linux::seccomp::SeccompFilter;
-use runbox_linux::{RunDirs, StepOutcome, StepSpec, prepare_root, run_step};
+use runbox_linux::{OutputStream, OutputTap, RunDirs, StepOutcome, StepSpec, prepare_root, run_step};
 use runbox_plan::{ExecPlan, StepPlan};
 use runbox_runtimes::{Allowlist, Runtime, RuntimeKind, Usability};
-use runbox_workspace::{ArtifactCaps, Workspace, WorkspaceSpec};
+use runbox_workspace::{ArtifactCaps, ArtifactStore, Workspace, WorkspaceSpec};
 
+pub use live::LiveChunk;
+use live::LiveOutput;
 pub use verdict::{StepVerdict, judge};
+
+/// How one run is driven. Every field is optional; the default runs with a fresh id, no
+/// cancellation, no live output and no artifact store.
+#[derive(Default, Clone, Copy)]
+pub struct RunOptions<'a> {
+    /// The run's id, chosen by the caller (a service records it before the run starts).
+    pub run_id: Option<&'a str>,
+    /// Readable means: cancel the run.
+    pub cancel: Option<BorrowedFd<'a>>,
+    /// Receives the program's output as it is written: secrets redacted, at most
+    /// `limits.output_bytes` per stream, then a [`LiveChunk::Truncated`].
+    pub on_output: Option<&'a dyn Fn(LiveChunk)>,
+    /// Every listed artifact is also kept here, by digest.
+    pub artifact_store: Option<&'a ArtifactStore>,
+}
 
 /// Settings of a runner. Every field has a documented default in [`RunnerConfig::new`].
 #[derive(Debug, Clone)]
@@ -85,6 +103,11 @@ impl Runner {
     /// Runs a request. `cancel` becoming readable cancels the run.
     /// Must be called from a single-threaded process (see runbox_linux).
     pub fn run(&self, request: RunRequest, cancel: Option<BorrowedFd>) -> Result<RunResult, ValidationError> {
+        self.run_with(request, &RunOptions { cancel, ..RunOptions::default() })
+    }
+
+    /// Runs a request with the given options (see [`RunOptions`]).
+    pub fn run_with(&self, request: RunRequest, options: &RunOptions) -> Result<RunResult, ValidationError> {
         let begun = Instant::now();
         let validated = request.validate(&self.config.bounds)?;
         let runtime = runbox_plan::find_runtime(&self.allowlist, &validated.request.runtime)?;
@@ -103,7 +126,10 @@ impl Runner {
                 ),
             ));
         }
-        let run_id = new_run_id();
+        let run_id = match options.run_id {
+            Some(id) => validate_run_id(id)?,
+            None => new_run_id(),
+        };
         let files = validated.files.clone();
         let plan = runbox_plan::plan(&run_id, validated, runtime)?;
         let host_id = self.config.host_id_base + std::process::id();
@@ -136,7 +162,7 @@ impl Runner {
             result.cleanup = result::cleanup_report(cleanup.err().map(|e| e.to_string()).into_iter().collect());
             return Ok(result);
         }
-        Ok(self.run_in(&plan, runtime, workspace, host_id, cancel, begun))
+        Ok(self.run_in(&plan, runtime, workspace, host_id, options, begun))
     }
 
     fn run_in(
@@ -145,7 +171,7 @@ impl Runner {
         runtime: &Runtime,
         workspace: Workspace,
         host_id: u32,
-        cancel: Option<BorrowedFd>,
+        options: &RunOptions,
         begun: Instant,
     ) -> RunResult {
         let dirs = RunDirs {
@@ -162,7 +188,11 @@ impl Runner {
                 return result;
             }
         };
-        let step = |name: &str, step: &StepPlan, stdin: &[u8]| {
+        let live = options
+            .on_output
+            .map(|listener| LiveOutput::new(listener, &plan.secrets, plan.program.limits.output_bytes));
+        let tap = |stream: OutputStream, data: &[u8]| live.as_ref().map_or((), |live| live.push(stream, data));
+        let step = |name: &str, step: &StepPlan, stdin: &[u8], tap: Option<&OutputTap>| {
             run_step(&StepSpec {
                 name,
                 argv: &step.argv,
@@ -177,15 +207,16 @@ impl Runner {
                 host_uid: host_id,
                 host_gid: host_id,
                 seccomp: self.seccomp,
-                cancel,
+                cancel: options.cancel,
                 disk: Some(workspace.workspace_fd().as_fd()),
+                tap,
             })
         };
         let disk_full = || workspace.disk_usage().map(|u| u.full).unwrap_or(false);
         let mut cleanup_errors = Vec::new();
         let mut failed_build = None;
         if let Some(build) = &plan.build {
-            let mut outcome = step(&format!("{}-build", plan.run_id), build, &[]);
+            let mut outcome = step(&format!("{}-build", plan.run_id), build, &[], None);
             cleanup_errors.extend(outcome.take_teardown().finish());
             let full = disk_full();
             if judge(&outcome, build.limits, full).verdict != Verdict::Ok {
@@ -193,13 +224,16 @@ impl Runner {
             }
         }
         let mut finished = failed_build.unwrap_or_else(|| {
-            let outcome = step(&plan.run_id, &plan.program, &plan.stdin);
+            let outcome = step(&plan.run_id, &plan.program, &plan.stdin, live.as_ref().map(|_| &tap as _));
+            if let Some(live) = &live {
+                live.finish();
+            }
             Finished { outcome, disk_full: disk_full(), step: "run", limits: plan.program.limits }
         });
         let setup_time = begun.elapsed().saturating_sub(finished.outcome.run_time);
         let cleanup_begun = Instant::now();
         // Collected while the kernel dismantles the sandbox's namespaces.
-        let report = workspace.collect_artifacts(&self.config.artifact_caps);
+        let report = workspace.collect_artifacts_into(&self.config.artifact_caps, options.artifact_store);
         cleanup_errors.append(&mut finished.outcome.cleanup_errors);
         if self.config.keep_workspace {
             workspace.keep();
@@ -222,6 +256,17 @@ pub(crate) struct Finished {
     pub disk_full: bool,
     pub step: &'static str,
     pub limits: ResolvedLimits,
+}
+
+/// A caller-chosen run id names a directory and a cgroup: keep it to a short, plain name.
+fn validate_run_id(id: &str) -> Result<String, ValidationError> {
+    let plain =
+        !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plain {
+        Ok(id.to_string())
+    } else {
+        Err(ValidationError::new("run_id", "use 1 to 64 ASCII letters, digits, '-' or '_'"))
+    }
 }
 
 /// 128 random bits in hex: unique, and unguessable by another tenant.

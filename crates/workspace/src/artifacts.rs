@@ -11,7 +11,7 @@ use nix::sys::stat::FileStat;
 use runbox_contract::{Artifact, SkippedArtifact};
 use sha2::{Digest, Sha256};
 
-use crate::{Workspace, fd};
+use crate::{ArtifactStore, Workspace, fd};
 
 /// Directories nested deeper than this below /workspace are not entered; each is reported
 /// as `too_deep`. Bounds both the open descriptors and the recursion of one walk.
@@ -58,7 +58,13 @@ impl Workspace {
     /// Lists every regular file under the workspace directory with its size and SHA-256.
     /// Never fails: what cannot be listed is in `skipped`, with why.
     pub fn collect_artifacts(&self, caps: &ArtifactCaps) -> ArtifactReport {
-        let mut walk = Walk { caps: *caps, hashed_bytes: 0, report: ArtifactReport::default() };
+        self.collect_artifacts_into(caps, None)
+    }
+
+    /// Like [`Self::collect_artifacts`], and every listed file is also copied into `store`
+    /// as it is hashed (one read per file). A file that cannot be stored is `unreadable`.
+    pub fn collect_artifacts_into(&self, caps: &ArtifactCaps, store: Option<&ArtifactStore>) -> ArtifactReport {
+        let mut walk = Walk { caps: *caps, hashed_bytes: 0, report: ArtifactReport::default(), store };
         walk.dir(self.workspace_fd().as_fd(), "", 0);
         let mut report = walk.report;
         report.artifacts.sort_by(|a, b| a.path.cmp(&b.path));
@@ -67,13 +73,14 @@ impl Workspace {
     }
 }
 
-struct Walk {
+struct Walk<'a> {
     caps: ArtifactCaps,
     hashed_bytes: u64,
     report: ArtifactReport,
+    store: Option<&'a ArtifactStore>,
 }
 
-impl Walk {
+impl Walk<'_> {
     /// Visits the entries of `dir`, whose path below the workspace is `prefix` ("" for the
     /// workspace itself) and which is `depth` directories below it.
     fn dir(&mut self, dir: BorrowedFd<'_>, prefix: &str, depth: usize) {
@@ -133,15 +140,11 @@ impl Walk {
             return self.skip_for_cap(path, why, size);
         }
         // take(size): a file that grows while we read cannot push us past the budget.
-        let mut hasher = Sha256::new();
-        match std::io::copy(&mut std::fs::File::from(file).take(size), &mut hasher) {
-            Ok(read_bytes) => {
+        let mut source = std::fs::File::from(file).take(size);
+        match hash_file(&mut source, self.store) {
+            Ok((read_bytes, sha256)) => {
                 self.hashed_bytes += read_bytes;
-                self.report.artifacts.push(Artifact {
-                    path: path.to_owned(),
-                    size_bytes: read_bytes,
-                    sha256: hex::encode(hasher.finalize()),
-                });
+                self.report.artifacts.push(Artifact { path: path.to_owned(), size_bytes: read_bytes, sha256 });
             }
             Err(_) => self.skip(path, reason::UNREADABLE, Some(size)),
         }
@@ -171,6 +174,23 @@ impl Walk {
 }
 
 /// The reason for an entry that is neither a directory nor a regular file (`S_IFMT` bits).
+/// Reads `source` to its end, hashing it and, with a store, keeping a copy.
+fn hash_file(source: &mut impl Read, store: Option<&ArtifactStore>) -> std::io::Result<(u64, String)> {
+    let Some(store) = store else {
+        let mut hasher = Sha256::new();
+        let read_bytes = std::io::copy(source, &mut hasher)?;
+        return Ok((read_bytes, hex::encode(hasher.finalize())));
+    };
+    let mut sink = store.sink()?;
+    match std::io::copy(source, &mut sink) {
+        Ok(read_bytes) => Ok((read_bytes, sink.finish()?)),
+        Err(e) => {
+            sink.abandon();
+            Err(e)
+        }
+    }
+}
+
 fn special_reason(file_type: libc::mode_t) -> &'static str {
     match file_type {
         libc::S_IFLNK => reason::SYMLINK,

@@ -16,12 +16,14 @@ mod error;
 mod fd;
 mod inputs;
 mod mount;
+mod store;
 mod sys;
 mod teardown;
 mod workspace;
 
 pub use artifacts::{ArtifactCaps, ArtifactReport, MAX_WALK_DEPTH, reason};
 pub use error::WorkspaceError;
+pub use store::ArtifactStore;
 pub use teardown::sweep_stale;
 pub use workspace::{DiskUsage, LAYOUT_INODES, Workspace, WorkspaceSpec};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{MIB, spec, workspace};
 use nix::sys::stat::{Mode, SFlag};
 use runbox_contract::{Artifact, SkippedArtifact};
-use runbox_workspace::{ArtifactCaps, ArtifactReport, MAX_WALK_DEPTH, Workspace, reason};
+use runbox_workspace::{ArtifactCaps, ArtifactReport, ArtifactStore, MAX_WALK_DEPTH, Workspace, reason};
 
 const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
 const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -57,6 +57,28 @@ fn regular_files_are_listed_sorted_with_sha256() {
         ]
     );
     assert_eq!((report.skipped, report.truncated), (vec![], false));
+    ws.remove().unwrap();
+}
+
+#[test]
+fn listed_files_are_kept_once_each_in_the_store_by_digest() {
+    let (state, ws) = workspace();
+    let root = ws.workspace_dir();
+    std::fs::write(root.join("a.txt"), "hello\n").unwrap();
+    std::fs::write(root.join("b.txt"), "hello\n").unwrap();
+    std::fs::write(root.join("empty"), "").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("passwd")).unwrap();
+    let store = ArtifactStore::open(state.path().join("store")).unwrap();
+    let report = ws.collect_artifacts_into(&ROOMY, Some(&store));
+    assert_eq!(report.artifacts.len(), 3);
+    let mut stored: Vec<String> = std::fs::read_dir(state.path().join("store"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    stored.sort();
+    assert_eq!(stored, vec![HELLO_SHA256.to_string(), EMPTY_SHA256.to_string()], "one file per digest, no temp files");
+    assert_eq!(std::fs::read(store.path_of(HELLO_SHA256).unwrap()).unwrap(), b"hello\n");
+    assert_eq!(store.path_of("../etc/passwd"), None, "only digests name stored files");
     ws.remove().unwrap();
 }
 
