@@ -40,7 +40,7 @@ pub struct StepSpec<'a> {
     /// A descriptor on the run's filesystem, to notice a full disk while the program runs.
     pub disk: Option<BorrowedFd<'a>>,
     /// Sees every chunk of output as it is read (for live streaming).
-    pub tap: Option<&'a OutputTap>,
+    pub tap: Option<&'a OutputTap<'a>>,
 }
 
 /// How the program ended.

@@ -40,11 +40,11 @@ pub struct Watch<'a> {
     /// A descriptor on the run's filesystem, sampled for a full disk while the program runs.
     pub disk: Option<BorrowedFd<'a>>,
     /// Sees every chunk of output as it is read, before capture (for live streaming).
-    pub tap: Option<&'a OutputTap>,
+    pub tap: Option<&'a OutputTap<'a>>,
 }
 
 /// Sees each chunk of a program's output as it is read.
-pub type OutputTap = dyn Fn(OutputStream, &[u8]);
+pub type OutputTap<'a> = dyn Fn(OutputStream, &[u8]) + 'a;
 
 /// Which output stream a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
