@@ -15,7 +15,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::unistd::{Gid, Uid, chdir, dup2, pivot_root, sethostname, setresgid, setresuid, setsid};
 
 use crate::protocol::{SetupFailure, Step};
-use crate::rootfs::{MountOp, PreparedRoot};
+use crate::rootfs::{PreparedRoot, apply_mount, build_skeleton, remount_read_only};
 use crate::seccomp::SeccompFilter;
 use crate::sys::process::{self, CloneResult};
 
@@ -102,36 +102,21 @@ pub fn init_main(plan: &ChildPlan, fds: ChildFds) -> ! {
 
 /// The ordered setup of pid 1. The order is part of the security: see each step's comment.
 fn setup_namespaces(plan: &ChildPlan, fds: ChildFds) -> StepResult {
-    // The supervisor writes our uid/gid maps and puts us in the run's cgroup first.
-    wait_for_parent(fds.setup).map_err(at(Step::WaitForParent))?;
-    // If the supervisor dies, so do we (and, as pid 1, the whole namespace with us).
+    // First: if the supervisor dies from here on, so do we (and, as pid 1, the whole
+    // namespace with us).
     process::set_parent_death_signal(libc::SIGKILL).map_err(at(Step::ParentDeathSignal))?;
-    // After the cgroup move, so the namespace's root is the run's own cgroup.
-    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(at(Step::CgroupNamespace))?;
-    // pivot_root needs the new root to be a mount point.
-    mount(Some(plan.root.root.as_c_str()), plan.root.root.as_c_str(), None::<&CStr>, MsFlags::MS_BIND, None::<&CStr>)
-        .map_err(at(Step::BindRoot))?;
-    // Before mounting into it: the new root receives no mount events from the host, and sends
-    // none back. Only this subtree survives pivot_root, so making the whole copied table
-    // private (dozens of mounts) would be wasted work. The host's shared mounts are already
-    // slaves in a namespace owned by a less privileged user namespace (mount_namespaces(7)),
-    // so pivot_root's "no shared parent" rule holds either way.
-    mount(
-        None::<&CStr>,
-        plan.root.root.as_c_str(),
-        None::<&CStr>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&CStr>,
-    )
-    .map_err(at(Step::PrivateMounts))?;
-    for (index, op) in plan.root.mounts.iter().enumerate() {
-        apply_mount(op).map_err(|errno| (Step::MountEntry, errno, index as u32))?;
-    }
-    enter_root(&plan.root.root)?;
+    // The root is built while the supervisor writes our id maps and sets up the cgroup: none
+    // of it needs either, and none of it runs code of the program.
+    build_root(plan)?;
     sethostname(plan.hostname).map_err(at(Step::Hostname))?;
     process::loopback_up().map_err(at(Step::Loopback))?;
-    chdir(plan.cwd.as_c_str()).map_err(at(Step::Chdir))?;
+    // The supervisor has written our uid/gid maps and put us in the run's cgroup.
+    wait_for_parent(fds.setup).map_err(at(Step::WaitForParent))?;
+    // After the cgroup move, so the namespace's root is the run's own cgroup.
+    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(at(Step::CgroupNamespace))?;
     drop_privileges(plan)?;
+    // As the program's uid, now that it is mapped: the workspace is 0700 and its own.
+    chdir(plan.cwd.as_c_str()).map_err(at(Step::Chdir))?;
     // Setting the uid cleared the parent-death signal (prctl(2)); set it again, then make
     // sure the supervisor did not die in between.
     process::set_parent_death_signal(libc::SIGKILL).map_err(at(Step::ParentDeathSignal))?;
@@ -139,6 +124,24 @@ fn setup_namespaces(plan: &ChildPlan, fds: ChildFds) -> StepResult {
         process::exit_now(1);
     }
     Ok(())
+}
+
+fn build_root(plan: &ChildPlan) -> StepResult {
+    build_skeleton(plan.root).map_err(|(index, errno)| (Step::BuildRoot, errno, index as u32))?;
+    let root = plan.root.root.as_c_str();
+    // pivot_root needs the new root to be a mount point.
+    mount(Some(root), root, None::<&CStr>, MsFlags::MS_BIND, None::<&CStr>).map_err(at(Step::BindRoot))?;
+    // Before mounting into it: the new root receives no mount events from the host, and sends
+    // none back. Only this subtree survives pivot_root, so making the whole copied table
+    // private (dozens of mounts) would be wasted work. The host's shared mounts are already
+    // slaves in a namespace owned by a less privileged user namespace (mount_namespaces(7)),
+    // so pivot_root's "no shared parent" rule holds either way.
+    let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
+    mount(None::<&CStr>, root, None::<&CStr>, private, None::<&CStr>).map_err(at(Step::PrivateMounts))?;
+    for (index, op) in plan.root.mounts.iter().enumerate() {
+        apply_mount(op).map_err(|errno| (Step::MountEntry, errno, index as u32))?;
+    }
+    enter_root(root)
 }
 
 /// pivot_root(".", ".") stacks the old root under the new one; detaching it leaves no path
@@ -179,44 +182,6 @@ fn close_all_but(keep: &[RawFd]) -> Result<(), Errno> {
         next = fd + 1;
     }
     process::close_range(next, u32::MAX)
-}
-
-fn apply_mount(op: &MountOp) -> Result<(), Errno> {
-    let none = None::<&CStr>;
-    match op {
-        MountOp::BindReadOnly { source, target } => {
-            mount(Some(source.as_c_str()), target.as_c_str(), none, MsFlags::MS_BIND, none)?;
-            remount_read_only(target)
-        }
-        MountOp::Bind { source, target } => {
-            mount(Some(source.as_c_str()), target.as_c_str(), none, MsFlags::MS_BIND, none)
-        }
-        MountOp::Proc { target } => {
-            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-            mount(Some(c"proc"), target.as_c_str(), Some(c"proc"), flags, none)
-        }
-    }
-}
-
-/// Remounts a bind mount read-only, nosuid and nodev. Flags the source mount already has are
-/// locked in a user namespace and must be repeated, or the kernel answers EPERM
-/// (mount_namespaces(7), "restrictions on mount namespaces").
-fn remount_read_only(target: &CStr) -> Result<(), Errno> {
-    let current = nix::sys::statvfs::statvfs(target)?.flags();
-    use nix::sys::statvfs::FsFlags;
-    let mut flags =
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    for (have, keep) in [
-        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-    ] {
-        if current.contains(have) {
-            flags |= keep;
-        }
-    }
-    mount(None::<&CStr>, target, None::<&CStr>, flags, None::<&CStr>)
 }
 
 fn wait_for_parent(setup: RawFd) -> Result<(), Errno> {

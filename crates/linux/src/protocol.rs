@@ -12,6 +12,7 @@ pub enum Step {
     WaitForParent = 1,
     ParentDeathSignal,
     CgroupNamespace,
+    BuildRoot,
     PrivateMounts,
     BindRoot,
     MountEntry,
@@ -37,10 +38,11 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 25] = [
+    pub const ALL: [Step; 26] = [
         Step::WaitForParent,
         Step::ParentDeathSignal,
         Step::CgroupNamespace,
+        Step::BuildRoot,
         Step::PrivateMounts,
         Step::BindRoot,
         Step::MountEntry,
@@ -70,6 +72,7 @@ impl Step {
             Step::WaitForParent => "wait for the supervisor",
             Step::ParentDeathSignal => "set the parent-death signal",
             Step::CgroupNamespace => "unshare the cgroup namespace",
+            Step::BuildRoot => "build the root skeleton",
             Step::PrivateMounts => "make mounts private",
             Step::BindRoot => "bind the new root",
             Step::MountEntry => "mount a root entry",

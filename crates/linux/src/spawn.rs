@@ -7,7 +7,7 @@ use nix::fcntl::OFlag;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use nix::unistd::{Pid, pipe2};
 
-use crate::cgroup::RunCgroup;
+use crate::cgroup::{CgroupLimits, RunCgroup};
 use crate::child::{ChildFds, ChildPlan, init_main};
 use crate::sys::process::{self, CloneResult};
 use crate::{SandboxFailure, failure};
@@ -50,9 +50,16 @@ fn channels() -> Result<Channels, Errno> {
     Ok(Channels { setup, status, stdin: (stdin_w, stdin_r), stdout, stderr })
 }
 
-/// Clones the sandbox's init, maps its ids, moves it into `cgroup` and lets it start.
+/// Clones the sandbox's init, then, while init builds its root, maps its ids, creates the
+/// run's cgroup `name`, moves init into it and lets it go on.
 /// On any failure the child is killed and reaped before returning.
-pub fn start(plan: &ChildPlan, cgroup: &RunCgroup, host_uid: u32, host_gid: u32) -> Result<Started, SandboxFailure> {
+pub fn start(
+    plan: &ChildPlan,
+    name: &str,
+    limits: &CgroupLimits,
+    host_uid: u32,
+    host_gid: u32,
+) -> Result<(Started, RunCgroup), SandboxFailure> {
     let ch = channels().map_err(|e| failure("channels", format!("create pipes: {e}")))?;
     let fds = ChildFds {
         setup: ch.setup.1.as_raw_fd(),
@@ -61,16 +68,10 @@ pub fn start(plan: &ChildPlan, cgroup: &RunCgroup, host_uid: u32, host_gid: u32)
         stdout: ch.stdout.1.as_raw_fd(),
         stderr: ch.stderr.1.as_raw_fd(),
     };
-    let parent_ends = [&ch.setup.0, &ch.status.0, &ch.stdin.0, &ch.stdout.0, &ch.stderr.0].map(|fd| fd.as_raw_fd());
     let init = match process::clone_process(NAMESPACES) {
-        Ok(CloneResult::Child) => {
-            // The supervisor's ends must not stay open here: an open stdin write end would
-            // keep the program from ever seeing end-of-file.
-            for fd in parent_ends {
-                let _ = nix::unistd::close(fd);
-            }
-            init_main(plan, fds)
-        }
+        // init closes everything but its own ends first (an open stdin write end would keep
+        // the program from ever seeing end-of-file).
+        Ok(CloneResult::Child) => init_main(plan, fds),
         Ok(CloneResult::Parent(pid)) => pid,
         Err(e) => {
             return Err(failure(
@@ -89,11 +90,14 @@ pub fn start(plan: &ChildPlan, cgroup: &RunCgroup, host_uid: u32, host_gid: u32)
         stdout: stdout.0,
         stderr: stderr.0,
     };
-    if let Err(e) = admit(&started, cgroup, host_uid, host_gid) {
-        kill_and_reap(init);
-        return Err(e);
+    let cgroup = RunCgroup::create(name, limits).map_err(|e| failure("cgroup", format!("{e}; run `runbox doctor`")));
+    match cgroup.and_then(|cgroup| admit(&started, &cgroup, host_uid, host_gid).map(|()| cgroup)) {
+        Ok(cgroup) => Ok((started, cgroup)),
+        Err(e) => {
+            kill_and_reap(init);
+            Err(e)
+        }
     }
-    Ok(started)
 }
 
 fn open_pidfd(init: Pid) -> Result<OwnedFd, SandboxFailure> {

@@ -12,7 +12,7 @@ use crate::capture::Captured;
 use crate::cgroup::{CgroupLimits, RunCgroup};
 use crate::child::{ChildPlan, ExecArgs};
 use crate::protocol::{SetupFailure, Step};
-use crate::rootfs::{MountOp, PreparedRoot};
+use crate::rootfs::PreparedRoot;
 use crate::seccomp::SeccompFilter;
 use crate::supervise::{KillReason, OutputTap, Watch, Watched, watch};
 use crate::sys::process;
@@ -121,8 +121,8 @@ impl Drop for Teardown {
 /// sent SIGKILL; finish the rest with [`StepOutcome::teardown`].
 pub fn run_step(spec: &StepSpec) -> StepOutcome {
     let begun = Instant::now();
-    let (exec, cgroup) = match prepare(spec) {
-        Ok(prepared) => prepared,
+    let exec = match prepare(spec) {
+        Ok(exec) => exec,
         Err(failure) => return StepOutcome::never_ran(failure),
     };
     let plan = ChildPlan {
@@ -136,34 +136,33 @@ pub fn run_step(spec: &StepSpec) -> StepOutcome {
         seccomp: spec.seccomp,
         command_line_areas: process::command_line_areas(),
     };
-    let mut outcome = StepOutcome::never_ran(failure("setup", "not started"));
-    let init = match spawn::start(&plan, &cgroup, spec.host_uid, spec.host_gid) {
-        Err(e) => {
-            outcome.failure = Some(e);
-            None
-        }
-        Ok(started) => {
-            let init = started.init;
-            let watched = watch(started, &cgroup, &watch_limits(spec));
-            record(&mut outcome, watched, spec.root, begun, &cgroup);
-            Some(init)
-        }
+    // init is in the cgroup too; `processes` counts the program's own.
+    let limits = CgroupLimits {
+        memory_bytes: spec.limits.memory_bytes,
+        processes: spec.limits.processes + 1,
+        cpu_cores: spec.cpu_cores,
     };
+    let (started, cgroup) = match spawn::start(&plan, spec.name, &limits, spec.host_uid, spec.host_gid) {
+        Ok(started) => started,
+        Err(failure) => return StepOutcome::never_ran(failure),
+    };
+    let init = started.init;
+    let mut outcome = StepOutcome::never_ran(failure("setup", "not started"));
+    let watched = watch(started, &cgroup, &watch_limits(spec));
+    record(&mut outcome, watched, spec.root, begun, &cgroup);
     read_counters(&cgroup, &mut outcome);
     // The program is over: end whatever it left (daemons, init) before anyone reads the
     // workspace. The kernel finishes the job while the caller collects artifacts.
-    if let Some(init) = init {
-        let _ = nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGKILL);
-    }
+    let _ = nix::sys::signal::kill(init, nix::sys::signal::Signal::SIGKILL);
     if let Err(e) = cgroup.signal_all() {
         outcome.cleanup_errors.push(format!("kill the run's processes: {e}"));
     }
-    outcome.teardown = Teardown { init, cgroup: Some(cgroup) };
+    outcome.teardown = Teardown { init: Some(init), cgroup: Some(cgroup) };
     outcome
 }
 
 /// Everything that can fail before the clone, so that a failure here leaves nothing behind.
-fn prepare(spec: &StepSpec) -> Result<(ExecArgs, RunCgroup), SandboxFailure> {
+fn prepare(spec: &StepSpec) -> Result<ExecArgs, SandboxFailure> {
     match process::thread_count() {
         Ok(1) => {}
         Ok(n) => {
@@ -174,17 +173,7 @@ fn prepare(spec: &StepSpec) -> Result<(ExecArgs, RunCgroup), SandboxFailure> {
         }
         Err(e) => return Err(failure("supervisor", format!("count threads: {e}"))),
     }
-    let exec = ExecArgs::new(spec.argv, spec.env)
-        .map_err(|e| failure("plan", format!("argv or env holds a NUL byte: {e}")))?;
-    // init is in the cgroup too; `processes` counts the program's own.
-    let limits = CgroupLimits {
-        memory_bytes: spec.limits.memory_bytes,
-        processes: spec.limits.processes + 1,
-        cpu_cores: spec.cpu_cores,
-    };
-    let cgroup =
-        RunCgroup::create(spec.name, &limits).map_err(|e| failure("cgroup", format!("{e}; run `runbox doctor`")))?;
-    Ok((exec, cgroup))
+    ExecArgs::new(spec.argv, spec.env).map_err(|e| failure("plan", format!("argv or env holds a NUL byte: {e}")))
 }
 
 fn watch_limits<'a>(spec: &StepSpec<'a>) -> Watch<'a> {
@@ -295,17 +284,11 @@ const STACK_BYTES: u64 = 16 << 20;
 
 fn setup_failure_message(f: SetupFailure, root: &PreparedRoot) -> SandboxFailure {
     let what = match f.step {
-        Step::MountEntry => root.mounts.get(f.detail as usize).map(describe_mount).unwrap_or_default(),
+        Step::BuildRoot => root.describe(Some(f.detail as usize), None),
+        Step::MountEntry => root.describe(None, Some(f.detail as usize)),
         _ => String::new(),
     };
     failure("setup", format!("sandbox setup step '{}'{what} failed: {}", f.step.name(), f.errno))
-}
-
-fn describe_mount(op: &MountOp) -> String {
-    let target = match op {
-        MountOp::BindReadOnly { target, .. } | MountOp::Bind { target, .. } | MountOp::Proc { target } => target,
-    };
-    format!(" ({})", target.to_string_lossy())
 }
 
 /// The layers that every successful exec had in force, in the order they were applied.

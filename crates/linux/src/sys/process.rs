@@ -277,3 +277,10 @@ pub fn command_line_areas() -> Option<[(usize, usize); 2]> {
     let field = |n: usize| fields.get(n - 3)?.parse::<usize>().ok();
     Some([(field(48)?, field(49)?), (field(50)?, field(51)?)])
 }
+
+/// Takes ownership of a descriptor a syscall wrapper just returned as a raw number.
+pub fn own_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: callers pass a descriptor fresh from open(2) that nothing else refers to, so
+    // the OwnedFd is its only owner and closes it exactly once.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
