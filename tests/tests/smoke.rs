@@ -21,7 +21,8 @@ fn hello_world_runs_and_leaves_nothing_behind() {
 #[test]
 fn every_usable_runtime_says_hello() {
     let rb = Runbox::new();
-    let listing: serde_json::Value = serde_json::from_slice(&rb.cli(&["runtimes", "--json"]).stdout).expect("runtimes json");
+    let listing: serde_json::Value =
+        serde_json::from_slice(&rb.cli(&["runtimes", "--json"]).stdout).expect("runtimes json");
     let programs = [
         ("python", "main.py", "print('hello')"),
         ("sh", "main.sh", "echo hello"),
@@ -30,7 +31,8 @@ fn every_usable_runtime_says_hello() {
         ("c", "main.c", "#include <stdio.h>\nint main(void) { puts(\"hello\"); return 0; }\n"),
     ];
     for (id, entry, code) in programs {
-        let runtime = listing.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("{id} listed"));
+        let runtime =
+            listing.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("{id} listed"));
         if runtime["usable"] != true {
             assert!(runtime["unusable_reason"].as_str().is_some_and(|r| !r.is_empty()), "{runtime}");
             continue;

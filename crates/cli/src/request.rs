@@ -64,6 +64,11 @@ pub fn from_flags(args: &RunArgs, allowlist: &Allowlist) -> Result<RunRequest, S
         },
         network: Default::default(),
         on_output_limit: if args.kill_on_output_limit { OnOutputLimit::Kill } else { OnOutputLimit::Truncate },
+        checks: args
+            .checks
+            .iter()
+            .map(|c| serde_json::from_str(c).map_err(|e| format!("--check {c:?}: {e}")))
+            .collect::<Result<_, _>>()?,
     })
 }
 

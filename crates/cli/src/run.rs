@@ -64,6 +64,10 @@ pub struct RunArgs {
     /// Most open files per process.
     #[arg(long)]
     pub open_files: Option<u64>,
+    /// A check evaluated after the run, as JSON, e.g. '{"type":"stdout_contains","text":"ok"}'.
+    /// Repeatable.
+    #[arg(long = "check")]
+    pub checks: Vec<String>,
     /// Kill the run when output passes --output, instead of truncating it.
     #[arg(long)]
     pub kill_on_output_limit: bool,
@@ -207,6 +211,14 @@ fn summary(r: &RunResult) -> String {
         r.usage.peak_memory_bytes as f64 / (1 << 20) as f64,
         r.artifacts.len()
     );
+    if let Some(all_passed) = r.checks_passed {
+        let passed = r.checks.iter().filter(|c| c.passed).count();
+        line.push_str(&format!(
+            "; checks {passed}/{} passed{}",
+            r.checks.len(),
+            if all_passed { "" } else { " (FAILED)" }
+        ));
+    }
     if r.step == "build" {
         line.push_str(" [the build step failed]");
     }

@@ -4,11 +4,13 @@
 //! Field names are the public contract: renaming one is a breaking change.
 //! This crate does no I/O, so every rule here can be tested without a kernel.
 
+mod checks;
 mod limits;
 mod request;
 mod result;
 mod validate;
 
+pub use checks::{Check, CheckResult};
 pub use limits::{Limits, ResolvedLimits};
 pub use request::{Encoding, FileSpec, Network, OnOutputLimit, RunRequest};
 pub use result::{

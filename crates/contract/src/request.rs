@@ -7,7 +7,7 @@ use crate::Limits;
 
 /// A request to run untrusted code. It carries code as data (files), never as a path to run:
 /// the executable always comes from the runtime chosen from the allowlist.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
     /// Id of a runtime from the allowlist (`runbox runtimes`).
@@ -42,6 +42,9 @@ pub struct RunRequest {
     /// What to do when a stream passes `limits.output_bytes`.
     #[serde(default)]
     pub on_output_limit: OnOutputLimit,
+    /// Checks runbox evaluates after the run, on the host (see [`crate::Check`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<crate::Check>,
 }
 
 /// One input file.

@@ -90,6 +90,12 @@ pub struct RunResult {
     pub cleanup: CleanupReport,
     /// Set when the verdict is `sandbox_error`.
     pub error: Option<ErrorInfo>,
+    /// The request's checks, evaluated on the host after the run, in request order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<crate::CheckResult>,
+    /// Whether every check passed; absent when the request had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks_passed: Option<bool>,
     /// Which step the verdict, exit and output describe: `run`, or `build` when the runtime's
     /// build step (e.g. the C compiler) failed and the program never ran.
     pub step: String,

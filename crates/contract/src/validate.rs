@@ -62,7 +62,7 @@ pub struct InputFile {
 }
 
 /// A request whose shape is valid, with its files and stdin decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ValidatedRequest {
     pub request: RunRequest,
     pub files: Vec<InputFile>,

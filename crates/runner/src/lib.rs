@@ -108,6 +108,18 @@ impl Runner {
 
     /// Runs a request with the given options (see [`RunOptions`]).
     pub fn run_with(&self, request: RunRequest, options: &RunOptions) -> Result<RunResult, ValidationError> {
+        runbox_checks::validate(&request.checks)?;
+        let checks = request.checks.clone();
+        let mut result = self.run_checked(request, options)?;
+        if !checks.is_empty() {
+            let (outcomes, all_passed) = runbox_checks::evaluate(&checks, &result);
+            result.checks = outcomes;
+            result.checks_passed = Some(all_passed);
+        }
+        Ok(result)
+    }
+
+    fn run_checked(&self, request: RunRequest, options: &RunOptions) -> Result<RunResult, ValidationError> {
         let begun = Instant::now();
         let validated = request.validate(&self.config.bounds)?;
         let runtime = runbox_plan::find_runtime(&self.allowlist, &validated.request.runtime)?;

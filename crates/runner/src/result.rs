@@ -46,6 +46,8 @@ pub fn assemble(
             .failure
             .as_ref()
             .map(|f| ErrorInfo { code: f.code.to_string(), message: output::redact_text(&f.message, &plan.secrets) }),
+        checks: Vec::new(),
+        checks_passed: None,
         step: finished.step.to_string(),
     }
 }
@@ -76,6 +78,8 @@ pub fn failed_before_start(
         timings: Timings { setup_ms: millis(begun.elapsed()), run_ms: 0, cleanup_ms: 0 },
         cleanup: cleanup_report(Vec::new()),
         error: Some(ErrorInfo { code: code.to_string(), message }),
+        checks: Vec::new(),
+        checks_passed: None,
         step: "run".to_string(),
     }
 }
