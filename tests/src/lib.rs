@@ -253,3 +253,27 @@ impl Drop for Running {
         }
     }
 }
+
+/// A Python virtual environment with `requirements` (pinned) installed, made once and kept
+/// outside the clone (under /var/cache/runbox) so later runs reuse it. Returns its python.
+pub fn python_venv(name: &str, requirements: &[&str]) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = PathBuf::from("/var/cache/runbox").join(format!("py-{name}"));
+    let python = dir.join("bin/python");
+    let marker = dir.join("runbox-requirements.txt");
+    let wanted = requirements.join("\n");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) && python.exists() {
+        return python;
+    }
+    let status = Command::new("python3").args(["-m", "venv"]).arg(&dir).status().expect("run python3 -m venv");
+    assert!(status.success(), "python3 -m venv {} failed", dir.display());
+    let status = Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+        .args(requirements)
+        .status()
+        .expect("run pip");
+    assert!(status.success(), "pip install {requirements:?} failed");
+    std::fs::write(&marker, wanted).expect("write the venv marker");
+    python
+}

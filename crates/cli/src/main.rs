@@ -3,6 +3,7 @@
 mod doctor;
 mod events;
 mod exit_codes;
+mod mcp;
 mod request;
 mod run;
 mod runtimes;
@@ -44,6 +45,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve MCP (the run_code and list_runtimes tools) over stdin and stdout.
+    Mcp,
+    /// Print the run_code tool definition for a model API.
+    ToolSchema {
+        #[arg(long, value_parser = ["openai", "anthropic", "mcp"])]
+        format: String,
+    },
     /// Print the JSON Schema of the request or the result.
     Schema {
         #[arg(value_parser = ["request", "result"])]
@@ -64,6 +72,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(*args, allowlist, cli.state_dir),
         Command::Runtimes { json } => runtimes::main(&allowlist, json),
         Command::Doctor { json } => doctor::main(allowlist, cli.state_dir, json),
+        Command::Mcp => mcp::serve(allowlist, cli.state_dir),
+        Command::ToolSchema { format } => mcp::tool_schema(&format),
         Command::Schema { which } => {
             let schema =
                 if which == "request" { runbox_contract::request_schema() } else { runbox_contract::result_schema() };
