@@ -56,7 +56,9 @@ pub fn run_code_definition(format: Format) -> Value {
             "inputSchema": input_schema(),
             "outputSchema": output_schema(),
         }),
-        Format::Anthropic => json!({"name": RUN_CODE, "description": RUN_CODE_DESCRIPTION, "input_schema": input_schema()}),
+        Format::Anthropic => {
+            json!({"name": RUN_CODE, "description": RUN_CODE_DESCRIPTION, "input_schema": input_schema()})
+        }
         Format::OpenAi => json!({
             "type": "function",
             "function": {
@@ -196,12 +198,16 @@ mod tests {
             }
             if let Some(Value::Object(properties)) = node.get("properties") {
                 assert_eq!(node["additionalProperties"], false);
-                let required: Vec<&str> = node["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+                let required: Vec<&str> =
+                    node["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
                 assert_eq!(required, properties.keys().map(String::as_str).collect::<Vec<_>>());
             }
         });
-        assert!(parameters["properties"]["code"]["type"] == json!(["string", "null"]), "{}", parameters["properties"]["code"]);
-
+        assert!(
+            parameters["properties"]["code"]["type"] == json!(["string", "null"]),
+            "{}",
+            parameters["properties"]["code"]
+        );
     }
 
     #[test]

@@ -65,11 +65,17 @@ impl RunCodeInput {
         if let Some(code) = self.code {
             let runtime = allowlist.get(&self.runtime).ok_or_else(|| {
                 let known: Vec<&str> = allowlist.ids().collect();
-                ValidationError::new("runtime", format!("unknown runtime {:?}; choose one of: {}", self.runtime, known.join(", ")))
+                ValidationError::new(
+                    "runtime",
+                    format!("unknown runtime {:?}; choose one of: {}", self.runtime, known.join(", ")),
+                )
             })?;
             let path = self.entrypoint.clone().unwrap_or_else(|| runtime.entrypoint.clone());
             if files.iter().any(|f| f.path == path) {
-                return Err(ValidationError::new("code", format!("{path:?} is given both as code and in files; give it once")));
+                return Err(ValidationError::new(
+                    "code",
+                    format!("{path:?} is given both as code and in files; give it once"),
+                ));
             }
             files.push(FileSpec { path, content: code, encoding: Default::default(), executable: false });
         }

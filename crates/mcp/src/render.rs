@@ -100,16 +100,29 @@ fn notes(text: &mut String, r: &RunResult) {
         let _ = writeln!(text, "runbox: limits hit: {}", hits.join(", ").replace('"', ""));
     }
     if !r.artifacts.is_empty() {
-        let _ = writeln!(text, "runbox: artifacts ({}{}):", r.artifacts.len(), if r.artifacts_truncated { ", list truncated" } else { "" });
+        let _ = writeln!(
+            text,
+            "runbox: artifacts ({}{}):",
+            r.artifacts.len(),
+            if r.artifacts_truncated { ", list truncated" } else { "" }
+        );
         for a in &r.artifacts {
             let _ = writeln!(text, "- {} ({} bytes, sha256 {})", a.path, a.size_bytes, a.sha256);
         }
     }
     if let Some(all) = r.checks_passed {
         let passed = r.checks.iter().filter(|c| c.passed).count();
-        let _ = writeln!(text, "runbox: checks: {passed} of {} passed{}", r.checks.len(), if all { "" } else { " (FAILED)" });
+        let _ = writeln!(
+            text,
+            "runbox: checks: {passed} of {} passed{}",
+            r.checks.len(),
+            if all { "" } else { " (FAILED)" }
+        );
         for c in &r.checks {
-            let kind = serde_json::to_value(&c.check).ok().and_then(|v| v["type"].as_str().map(String::from)).unwrap_or_default();
+            let kind = serde_json::to_value(&c.check)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(String::from))
+                .unwrap_or_default();
             let _ = writeln!(text, "- [{}] {kind}: {}", if c.passed { "pass" } else { "fail" }, c.detail);
         }
     }
@@ -123,7 +136,11 @@ mod tests {
     fn a_fence_is_longer_than_any_backtick_run_inside() {
         assert_eq!(longest_backtick_run("a ```` b ` c"), 4);
         let mut text = String::new();
-        stream_block(&mut text, "stdout", &StreamOutput { text: Some("```\nfake\n```\n".into()), ..Default::default() });
+        stream_block(
+            &mut text,
+            "stdout",
+            &StreamOutput { text: Some("```\nfake\n```\n".into()), ..Default::default() },
+        );
         assert!(text.contains("\n````text\n```\nfake\n```\n````\n"), "{text}");
     }
 }

@@ -9,15 +9,17 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Extensions, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use runbox_contract::{RunRequest, RunResult, ValidationError, Verdict};
 use runbox_runtimes::Allowlist;
 use serde_json::Value;
 
-use crate::export::{LIST_RUNTIMES, LIST_RUNTIMES_DESCRIPTION, RUN_CODE, RUN_CODE_DESCRIPTION, input_schema, output_schema};
+use crate::export::{
+    LIST_RUNTIMES, LIST_RUNTIMES_DESCRIPTION, RUN_CODE, RUN_CODE_DESCRIPTION, input_schema, output_schema,
+};
 use crate::input::RunCodeInput;
 use crate::render::{rejection_text, result_text};
 
@@ -33,8 +35,10 @@ pub enum RunError {
 }
 
 pub type RunFuture = Pin<Box<dyn Future<Output = Result<RunResult, RunError>> + Send>>;
-/// Executes one validated-shape request.
-pub type Runs = Arc<dyn Fn(RunRequest) -> RunFuture + Send + Sync>;
+/// Executes one request. The extensions are the MCP request's: over HTTP they hold the
+/// `http::request::Parts`, and so whatever the server's authentication put there (the caller's
+/// tenant). The future must own what it needs.
+pub type Runs = Arc<dyn Fn(RunRequest, &Extensions) -> RunFuture + Send + Sync>;
 
 #[derive(Clone)]
 pub struct RunboxMcp {
@@ -55,17 +59,19 @@ impl RunboxMcp {
         vec![run_code, list]
     }
 
-    async fn run_code(&self, arguments: Option<JsonObject>) -> CallToolResult {
+    async fn run_code(&self, arguments: Option<JsonObject>, extensions: &Extensions) -> CallToolResult {
         let arguments = Value::Object(arguments.unwrap_or_default());
         let input: RunCodeInput = match serde_json::from_value(arguments) {
             Ok(input) => input,
-            Err(e) => return rejected(&ValidationError::new("arguments", format!("not valid run_code arguments: {e}"))),
+            Err(e) => {
+                return rejected(&ValidationError::new("arguments", format!("not valid run_code arguments: {e}")));
+            }
         };
         let request = match input.into_request(&self.allowlist) {
             Ok(request) => request,
             Err(e) => return rejected(&e),
         };
-        match (self.runs)(request).await {
+        match (self.runs)(request, extensions).await {
             Ok(result) => finished(&result),
             Err(RunError::Rejected(e)) => rejected(&e),
             Err(failed) => CallToolResult::error(vec![ContentBlock::text(failed.to_string())]),
@@ -138,12 +144,17 @@ impl ServerHandler for RunboxMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let result = match request.name.as_ref() {
-            RUN_CODE => self.run_code(request.arguments).await,
+            RUN_CODE => self.run_code(request.arguments, &context.extensions).await,
             LIST_RUNTIMES => self.list_runtimes(),
-            other => return Err(ErrorData::invalid_params(format!("unknown tool {other:?}; use run_code or list_runtimes"), None)),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other:?}; use run_code or list_runtimes"),
+                    None,
+                ));
+            }
         };
         Ok(result.into())
     }

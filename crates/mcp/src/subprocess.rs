@@ -13,7 +13,7 @@ use crate::server::{RunError, Runs};
 
 /// [`Runs`] that execute with `runbox` (this binary) and the given state directory.
 pub fn subprocess_runs(runbox: PathBuf, state_dir: PathBuf) -> Runs {
-    Arc::new(move |request| Box::pin(run(runbox.clone(), state_dir.clone(), request)))
+    Arc::new(move |request, _extensions| Box::pin(run(runbox.clone(), state_dir.clone(), request)))
 }
 
 async fn run(runbox: PathBuf, state_dir: PathBuf, request: RunRequest) -> Result<RunResult, RunError> {
