@@ -7,6 +7,7 @@ mod mcp;
 mod request;
 mod run;
 mod runtimes;
+mod serve;
 mod units;
 
 use std::path::PathBuf;
@@ -52,6 +53,8 @@ enum Command {
         #[arg(long, value_parser = ["openai", "anthropic", "mcp"])]
         format: String,
     },
+    /// Serve the HTTP API (see the README's "runbox serve").
+    Serve(serve::ServeArgs),
     /// Print the JSON Schema of the request or the result.
     Schema {
         #[arg(value_parser = ["request", "result"])]
@@ -72,6 +75,11 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(*args, allowlist, cli.state_dir),
         Command::Runtimes { json } => runtimes::main(&allowlist, json),
         Command::Doctor { json } => doctor::main(allowlist, cli.state_dir, json),
+        Command::Serve(args) => {
+            let globals =
+                serve::Globals { state_dir: cli.state_dir, runtimes_dir: cli.runtimes_dir, images_dir: cli.images_dir };
+            serve::main(args, allowlist, globals)
+        }
         Command::Mcp => mcp::serve(allowlist, cli.state_dir),
         Command::ToolSchema { format } => mcp::tool_schema(&format),
         Command::Schema { which } => {
