@@ -67,10 +67,15 @@ pub fn document() -> Value {
                      "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
                      "description": "Same key and request: the recorded run, never a second execution. Same key, other request: 422."}
                 ],
-                "requestBody": {"required": true, "content": {"application/json": {"schema": run_request}}},
+                "requestBody": {"required": true, "content": {"application/json": {"schema": run_request, "example": {
+                    "runtime": "sh",
+                    "files": [{"path": "main.sh", "content": "echo hello | tee out.txt"}]
+                }}}},
                 "responses": with(
-                    [("200".to_string(), json_answer("The run's final record", record.clone())),
-                     ("202".to_string(), json_answer("Accepted; not waited for", accepted.clone()))].into_iter().collect(),
+                    [("200".to_string(), linked(json_answer("The run's final record", record.clone()), true)),
+                     ("202".to_string(), linked(json_answer("Accepted; not waited for", accepted.clone()), false))]
+                        .into_iter()
+                        .collect(),
                     errors(&[400, 401, 403, 413, 422, 429, 500, 503]))
             }},
             "/v1/runs/{id}": {"get": {
@@ -91,7 +96,7 @@ pub fn document() -> Value {
                 "parameters": [run_id],
                 "responses": with(
                     [("200".to_string(), json!({"description": "An event stream",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}}}))].into_iter().collect(),
+                        "content": {"text/event-stream": {"schema": sse_event(&record)}}}))].into_iter().collect(),
                     errors(&[401, 404, 500]))
             }},
             "/v1/runs/{id}/artifacts/{path}": {"get": {
@@ -118,6 +123,47 @@ pub fn document() -> Value {
                     "content": {"text/plain": {"schema": {"type": "string"}}}}))].into_iter().collect(), errors(&[401]))}},
             "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "security": [],
                 "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+        }
+    })
+}
+
+/// Links from a run's id (and, for a finished run, its first artifact) to the operations on it:
+/// documentation for people, and what lets a fuzzer reach real runs.
+fn linked(mut answer: Value, finished: bool) -> Value {
+    let id = json!({"id": "$response.body#/run_id"});
+    let mut links = json!({
+        "GetRun": {"operationId": "getRun", "parameters": id},
+        "RunEvents": {"operationId": "runEvents", "parameters": id},
+        "CancelRun": {"operationId": "cancelRun", "parameters": id}
+    });
+    if finished {
+        links["GetArtifact"] = json!({"operationId": "getArtifact", "parameters": {
+            "id": "$response.body#/run_id", "path": "$response.body#/result/artifacts/0/path"}});
+    }
+    answer["links"] = links;
+    answer
+}
+
+/// One server-sent event (OpenAPI 3.1: the schema of an event stream describes each event).
+fn sse_event(record: &Value) -> Value {
+    json!({
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"enum": ["started", "output", "truncated", "result"]},
+            "id": {"type": "string", "description": "The event's index; send it back as Last-Event-ID to resume"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "description": "started: {run_id}; output: {stream, data_base64}; truncated: {stream}; \
+                                result: the RunRecord",
+                "contentSchema": {"anyOf": [
+                    {"type": "object", "required": ["run_id"], "properties": {"run_id": {"type": "string"}}},
+                    {"type": "object", "required": ["stream"], "properties": {
+                        "stream": {"enum": ["stdout", "stderr"]}, "data_base64": {"type": "string"}}},
+                    record
+                ]}
+            }
         }
     })
 }
