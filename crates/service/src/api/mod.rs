@@ -6,6 +6,7 @@ mod auth;
 mod body;
 mod error;
 mod events;
+mod mcp;
 pub mod openapi;
 mod runs;
 mod system;
@@ -39,6 +40,8 @@ pub fn router(app: SharedApp) -> Router {
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
         .route("/openapi.json", get(system::openapi))
+        .route("/v1/tool-schema", get(system::tool_schema))
+        .merge(mcp::router(app.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(app.clone(), access_log))

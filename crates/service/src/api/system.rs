@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use runbox_contract::ResolvedLimits;
 use runbox_runtimes::Usability;
@@ -100,4 +100,23 @@ pub async fn metrics(State(app): State<SharedApp>, _caller: Caller) -> Response 
 
 pub async fn openapi(State(app): State<SharedApp>) -> Json<serde_json::Value> {
     Json(app.openapi.clone())
+}
+
+/// `GET /v1/tool-schema?format=openai|anthropic|mcp`: the `run_code` tool definition for a
+/// model API, as `runbox tool-schema` prints it.
+pub async fn tool_schema(
+    _caller: Caller,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let format =
+        query.as_deref().unwrap_or("").split('&').find_map(|pair| pair.strip_prefix("format=")).unwrap_or("mcp");
+    let format = runbox_mcp::export::Format::parse(format).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("unknown format {format:?}; use openai, anthropic or mcp"),
+        )
+        .with_field("format")
+    })?;
+    Ok(Json(runbox_mcp::export::run_code_definition(format)))
 }

@@ -15,6 +15,9 @@ pub struct ConfigFile {
     /// Require an API key on `/v1/*` and `/metrics`. Default true. `false` is only accepted on a
     /// loopback address; every request is then tenant `default`.
     pub auth: Option<bool>,
+    /// `Host` names (or `host:port`) `/mcp` answers to, against DNS rebinding. Default: the
+    /// loopback names (`localhost`, `127.0.0.1`, `::1`) and the listen address.
+    pub mcp_allowed_hosts: Option<Vec<String>>,
     #[serde(default)]
     pub admission: AdmissionFile,
     #[serde(default)]

@@ -27,6 +27,8 @@ pub const DEFAULT_TENANT: &str = "default";
 pub struct ServiceConfig {
     pub listen: SocketAddr,
     pub auth: bool,
+    /// `Host` values `/mcp` serves.
+    pub mcp_allowed_hosts: Vec<String>,
     pub admission: AdmissionSettings,
     pub retention: Duration,
     pub synchronous: Synchronous,
@@ -146,7 +148,14 @@ impl ServiceConfig {
         }
         let retention = Duration::from_secs(file.ledger.retention_hours.unwrap_or(168) * 3600);
         let synchronous = file.ledger.synchronous.unwrap_or(Synchronous::Full);
-        Ok(ServiceConfig { listen, auth, admission, retention, synchronous, tenants, keys })
+        let mcp_allowed_hosts = file.mcp_allowed_hosts.clone().unwrap_or_else(|| {
+            let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+            if !listen.ip().is_unspecified() && !listen.ip().is_loopback() {
+                hosts.push(listen.ip().to_string());
+            }
+            hosts
+        });
+        Ok(ServiceConfig { listen, auth, mcp_allowed_hosts, admission, retention, synchronous, tenants, keys })
     }
 }
 
