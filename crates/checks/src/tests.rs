@@ -18,6 +18,7 @@ fn result(stdout: &str, exit_code: Option<i32>) -> RunResult {
         verdict: if exit_code == Some(0) { Verdict::Ok } else { Verdict::NonzeroExit },
         exit_code,
         signal: None,
+        trap: None,
         stdout: StreamOutput {
             text: Some(stdout.into()),
             base64: None,

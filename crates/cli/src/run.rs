@@ -71,6 +71,9 @@ pub struct RunArgs {
     /// Kill the run when output passes --output, instead of truncating it.
     #[arg(long)]
     pub kill_on_output_limit: bool,
+    /// WASI runtimes: fixed clock and seeded randomness, for byte-identical output.
+    #[arg(long)]
+    pub deterministic: bool,
     /// Print the RunResult as JSON (the machine interface).
     #[arg(long)]
     pub json: bool,
@@ -91,7 +94,7 @@ pub struct RunArgs {
     pub die_with_parent: bool,
 }
 
-pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf) -> ExitCode {
+pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf, cache_dir: PathBuf) -> ExitCode {
     let request = match &args.request {
         Some(source) => crate::request::read_json(source).map_err(|e| (Some(e.field), e.message)),
         None => crate::request::from_flags(&args, &allowlist).map_err(|m| (None, m)),
@@ -101,6 +104,7 @@ pub fn main(args: RunArgs, allowlist: Allowlist, state_dir: PathBuf) -> ExitCode
         Err((field, message)) => return rejected(args.json, field.as_deref(), &message),
     };
     let mut config = RunnerConfig::new(state_dir);
+    config.cache_dir = cache_dir;
     config.keep_workspace = args.keep_workspace;
     let runner = match Runner::new(allowlist, config) {
         Ok(runner) => runner,

@@ -1,13 +1,15 @@
+use std::path::Path;
 use std::process::ExitCode;
 
+use runbox_runner::usability;
 use runbox_runtimes::{Allowlist, Usability};
 
-pub fn main(allowlist: &Allowlist, json: bool) -> ExitCode {
+pub fn main(allowlist: &Allowlist, cache_dir: &Path, json: bool) -> ExitCode {
     if json {
         let list: Vec<serde_json::Value> = allowlist
             .iter()
             .map(|rt| {
-                let (usable, reason) = match rt.usability() {
+                let (usable, reason) = match usability(rt, cache_dir) {
                     Usability::Usable => (true, None),
                     Usability::Unusable(why) => (false, Some(why)),
                 };
@@ -23,11 +25,11 @@ pub fn main(allowlist: &Allowlist, json: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     for rt in allowlist.iter() {
-        let status = match rt.usability() {
+        let status = match usability(rt, cache_dir) {
             Usability::Usable => "usable".to_string(),
             Usability::Unusable(why) => format!("UNUSABLE: {why}"),
         };
-        println!("{:<8} {:<6} {:<10} {}  [{status}]", rt.id, rt.kind.as_str(), rt.entrypoint, rt.description);
+        println!("{:<11} {:<6} {:<10} {}  [{status}]", rt.id, rt.kind.as_str(), rt.entrypoint, rt.description);
     }
     ExitCode::SUCCESS
 }

@@ -42,6 +42,11 @@ pub struct RunRequest {
     /// What to do when a stream passes `limits.output_bytes`.
     #[serde(default)]
     pub on_output_limit: OnOutputLimit,
+    /// WASI runtimes only: a clock that starts at 2000-01-01T00:00:00Z and advances 1 ms per
+    /// read, and random bytes from a fixed seed, so the same request gives byte-identical
+    /// output. Refused for Linux runtimes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deterministic: bool,
     /// Checks runbox evaluates after the run, on the host (see [`crate::Check`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<crate::Check>,

@@ -70,6 +70,11 @@ pub struct RunResult {
     pub exit_code: Option<i32>,
     /// Number of the signal that ended the program, when one did.
     pub signal: Option<i32>,
+    /// WASI runs: the kind of WebAssembly trap that ended the program (verdict `signaled`),
+    /// e.g. `unreachable_code_reached`, `memory_out_of_bounds`, `stack_overflow`, or
+    /// `host_error: <message>` when a WASI call refused what the program asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trap: Option<String>,
     pub stdout: StreamOutput,
     pub stderr: StreamOutput,
     /// Every regular file left in /workspace, with its SHA-256, sorted by path.

@@ -7,6 +7,7 @@ mod live;
 mod output;
 mod result;
 mod verdict;
+mod wasi;
 
 use result::millis;
 
@@ -24,6 +25,7 @@ use runbox_workspace::{ArtifactCaps, ArtifactStore, Workspace, WorkspaceSpec};
 pub use live::LiveChunk;
 use live::LiveOutput;
 pub use verdict::{StepVerdict, judge};
+pub use wasi::{settings as wasi_settings, usability};
 
 /// How one run is driven. Every field is optional; the default runs with a fresh id, no
 /// cancellation, no live output and no artifact store.
@@ -54,6 +56,9 @@ pub struct RunnerConfig {
     /// Sandboxed code runs as host uid/gid `host_id_base + supervisor pid`, an id no account
     /// uses. Default 1_000_000_000.
     pub host_id_base: u32,
+    /// WASI runtimes' prepared packages and compiled modules (`runbox prepare` fills it); only
+    /// root may write it. Default `/var/cache/runbox`.
+    pub cache_dir: PathBuf,
 }
 
 impl RunnerConfig {
@@ -64,6 +69,7 @@ impl RunnerConfig {
             bounds: RequestBounds::default(),
             artifact_caps: ArtifactCaps { max_count: 1000, max_total_bytes: 64 << 20 },
             host_id_base: 1_000_000_000,
+            cache_dir: PathBuf::from("/var/cache/runbox"),
         }
     }
 }
@@ -72,6 +78,8 @@ pub struct Runner {
     allowlist: Allowlist,
     config: RunnerConfig,
     seccomp: &'static SeccompFilter,
+    /// Made on the first WASI run: its engines reserve address space for their pools.
+    wasi: std::sync::OnceLock<wasi::WasiBackend>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +101,7 @@ const SKELETON_INODES: u64 = 64;
 impl Runner {
     pub fn new(allowlist: Allowlist, config: RunnerConfig) -> Result<Runner, RunnerError> {
         let seccomp = SeccompFilter::default_policy().map_err(|e| RunnerError::Seccomp(e.to_string()))?;
-        Ok(Runner { allowlist, config, seccomp })
+        Ok(Runner { allowlist, config, seccomp, wasi: std::sync::OnceLock::new() })
     }
 
     pub fn allowlist(&self) -> &Allowlist {
@@ -123,12 +131,13 @@ impl Runner {
         let begun = Instant::now();
         let validated = request.validate(&self.config.bounds)?;
         let runtime = runbox_plan::find_runtime(&self.allowlist, &validated.request.runtime)?;
-        if runtime.kind != RuntimeKind::Linux {
+        if validated.request.deterministic && runtime.kind != RuntimeKind::Wasi {
             return Err(ValidationError::new(
-                "runtime",
-                format!("runtime {:?} is of kind {}, which this build cannot run", runtime.id, runtime.kind.as_str()),
+                "deterministic",
+                format!("runtime {:?} runs Linux processes; deterministic mode needs a wasi runtime", runtime.id),
             ));
         }
+        // A wasi runtime's package and compiled module are checked when it is loaded, below.
         if let Usability::Unusable(why) = runtime.usability() {
             return Err(ValidationError::new(
                 "runtime",
@@ -143,7 +152,16 @@ impl Runner {
             None => new_run_id(),
         };
         let files = validated.files.clone();
+        let entrypoint = validated.request.entrypoint.clone().unwrap_or_else(|| runtime.entrypoint.clone());
+        let deterministic = validated.request.deterministic;
         let plan = runbox_plan::plan(&run_id, validated, runtime)?;
+        let wasi = match &runtime.wasi {
+            None => None,
+            Some(spec) => match wasi::load(self, runtime, spec, (&entrypoint, &files, deterministic))? {
+                Ok(loaded) => Some(loaded),
+                Err(e) => return Ok(result::failed_before_start(&plan, runtime, begun, "wasi", e.to_string())),
+            },
+        };
         let host_id = self.config.host_id_base + std::process::id();
         let disk_bytes = plan.program.limits.disk_bytes;
         let workspace = Workspace::create(&WorkspaceSpec {
@@ -173,6 +191,9 @@ impl Runner {
             let mut result = result::failed_before_start(&plan, runtime, begun, "workspace", e.to_string());
             result.cleanup = result::cleanup_report(cleanup.err().map(|e| e.to_string()).into_iter().collect());
             return Ok(result);
+        }
+        if let Some(loaded) = &wasi {
+            return Ok(wasi::run_in(self, &plan, runtime, loaded, workspace, options, begun));
         }
         Ok(self.run_in(&plan, runtime, workspace, host_id, options, begun))
     }

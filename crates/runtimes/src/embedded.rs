@@ -7,6 +7,5 @@ macro_rules! data_files {
     };
 }
 
-pub const RUNTIMES: &[(&str, &str)] =
-    data_files!("runtimes": "bash.toml", "c.toml", "node.toml", "python.toml", "sh.toml");
+pub const RUNTIMES: &[(&str, &str)] = data_files!("runtimes": "bash.toml", "c.toml", "node.toml", "python.toml", "sh.toml", "python-wasi.toml", "wasm.toml");
 pub const IMAGES: &[(&str, &str)] = data_files!("images": "base.toml");

@@ -37,6 +37,15 @@ const FORBIDDEN: &[&str] =
     &["/", "/proc", "/sys", "/dev", "/run", "/var", "/tmp", "/root", "/home", "/etc", "/workspace"];
 
 impl Image {
+    /// The image of a WASI runtime: nothing of the host; the guest sees only its preopens.
+    pub fn none() -> Image {
+        Image {
+            name: "none".into(),
+            description: "no host paths: a WASI guest sees only its preopened directories".into(),
+            mirrors: Vec::new(),
+        }
+    }
+
     pub fn parse(file: &str, text: &str) -> Result<Image, RuntimeError> {
         let parsed: ImageFile =
             toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;

@@ -5,6 +5,7 @@ mod embedded;
 mod error;
 mod image;
 mod runtime;
+mod wasi;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,6 +13,10 @@ use std::path::Path;
 pub use error::RuntimeError;
 pub use image::{Image, MirrorEntry};
 pub use runtime::{ARGS_PLACEHOLDER, BuildStep, ENTRYPOINT_PLACEHOLDER, Runtime, RuntimeKind, Usability};
+pub use wasi::{
+    CpuMetering, ImportStub, Package, PackageFile, PackageTree, Preopen, PreopenSource, RELATIVE_PATHS, WASI_WORKSPACE,
+    WasiModule, WasiSpec,
+};
 
 /// The validated set of runtimes a request may choose from.
 #[derive(Debug, Clone)]

@@ -6,6 +6,7 @@ use runbox_contract::{ResolvedLimits, validate_path};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::wasi::{WasiRuntimeFile, WasiSpec};
 use crate::{Image, RuntimeError};
 
 /// Replaced by the entrypoint's path inside the sandbox (`/workspace/<entrypoint>`).
@@ -52,6 +53,9 @@ pub struct Runtime {
     pub build: Option<BuildStep>,
     /// SHA-256 of the definition file, reported in every result.
     pub definition_sha256: String,
+    /// The `[wasi]` table: set exactly when `kind` is `wasi`. Such a runtime has the empty
+    /// image, no `requires`, no CPU quota and no build step; its `argv` is what the guest sees.
+    pub wasi: Option<WasiSpec>,
 }
 
 /// A step run before the program, in the same workspace, with its own limits (e.g. a compiler).
@@ -93,9 +97,9 @@ fn one_core() -> Option<f64> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LimitsFile {
-    default: ResolvedLimits,
-    max: ResolvedLimits,
+pub(crate) struct LimitsFile {
+    pub default: ResolvedLimits,
+    pub max: ResolvedLimits,
 }
 
 #[derive(Deserialize)]
@@ -107,16 +111,17 @@ struct BuildFile {
 
 impl Runtime {
     pub fn parse(file: &str, text: &str, images: &BTreeMap<String, Image>) -> Result<Runtime, RuntimeError> {
+        // The kind decides the file's shape; each shape refuses the other's fields.
+        let kind = toml::from_str::<toml::Table>(text).ok().and_then(|t| t.get("kind")?.as_str().map(str::to_owned));
+        if kind.as_deref() == Some("wasi") {
+            let parsed: WasiRuntimeFile =
+                toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;
+            return parsed.validate(file, text);
+        }
         let parsed: RuntimeFile =
             toml::from_str(text).map_err(|e| RuntimeError::Parse { file: file.into(), message: e.to_string() })?;
         let invalid = |message: String| RuntimeError::Invalid { file: file.into(), message };
-        let expected_file = format!("{}.toml", parsed.id);
-        if file != expected_file {
-            return Err(invalid(format!(
-                "id {:?} must match the file name; rename the file to {expected_file}",
-                parsed.id
-            )));
-        }
+        check_file_name(file, &parsed.id).map_err(invalid)?;
         let image = images.get(&parsed.image).cloned().ok_or_else(|| {
             invalid(format!(
                 "image {:?} does not exist; known images: {}",
@@ -148,11 +153,14 @@ impl Runtime {
             max_limits: parsed.limits.max,
             cpu_cores: parsed.cpu_cores,
             build: parsed.build.map(|b| BuildStep { argv: b.argv, limits: b.limits }),
-            definition_sha256: hex::encode(Sha256::digest(text.as_bytes())),
+            definition_sha256: definition_sha256(text),
+            wasi: None,
         })
     }
 
-    /// Checks the host for what this runtime needs. Cheap: a few stat calls.
+    /// Checks the host for what this runtime needs. Cheap: a few stat calls. A wasi runtime
+    /// needs nothing of the host's filesystem; whether its package is prepared depends on the
+    /// cache directory, which `runbox_runner::usability` checks.
     pub fn usability(&self) -> Usability {
         for path in &self.requires {
             match std::fs::metadata(path) {
@@ -173,6 +181,18 @@ impl Runtime {
     }
 }
 
+pub(crate) fn check_file_name(file: &str, id: &str) -> Result<(), String> {
+    let expected_file = format!("{id}.toml");
+    if file != expected_file {
+        return Err(format!("id {id:?} must match the file name; rename the file to {expected_file}"));
+    }
+    Ok(())
+}
+
+pub(crate) fn definition_sha256(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
 fn check_argv(argv: &[String], needs_entrypoint: bool) -> Result<(), String> {
     let first = argv.first().ok_or("must not be empty")?;
     if !first.starts_with('/') {
@@ -190,7 +210,7 @@ fn check_argv(argv: &[String], needs_entrypoint: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn check_limits(default: &ResolvedLimits, max: &ResolvedLimits) -> Result<(), String> {
+pub(crate) fn check_limits(default: &ResolvedLimits, max: &ResolvedLimits) -> Result<(), String> {
     for ((name, d), (_, m)) in default.fields().into_iter().zip(max.fields()) {
         if d == 0 {
             return Err(format!("limits.default.{name} must be above 0"));
