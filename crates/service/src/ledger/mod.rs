@@ -218,3 +218,6 @@ impl Ledger {
         self.call(move |conn| blobs::purge(conn, cutoff_ms, &blobs_dir)).await
     }
 }
+
+#[cfg(test)]
+mod tests;
