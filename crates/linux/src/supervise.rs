@@ -133,6 +133,12 @@ pub fn watch(started: Started, cgroup: &RunCgroup, watch: &Watch) -> Watched {
         sup.enforce_limits();
         sup.wait_and_handle();
     }
+    // A program that writes past the cap and exits before the next check still passed it:
+    // with `kill`, that is `output_limit` whatever the timing.
+    if sup.watch.kill_on_output_limit && sup.out.killed_for.is_none() && sup.streams.iter().any(|s| sup.over_output(s))
+    {
+        sup.out.killed_for = Some(KillReason::Output);
+    }
     let [stdout, stderr] = sup.streams;
     sup.out.stdout = stdout.capture;
     sup.out.stderr = stderr.capture;
@@ -171,10 +177,13 @@ impl Supervisor<'_> {
         if self.cgroup.cpu_usage_ns().is_ok_and(|ns| ns >= self.watch.cpu_time_ns) {
             return self.kill(KillReason::CpuTime);
         }
-        let over = |s: &Stream| s.capture.total_bytes() > self.watch.output_bytes as u64;
-        if self.watch.kill_on_output_limit && self.streams.iter().any(over) {
+        if self.watch.kill_on_output_limit && self.streams.iter().any(|s| self.over_output(s)) {
             self.kill(KillReason::Output);
         }
+    }
+
+    fn over_output(&self, stream: &Stream) -> bool {
+        stream.capture.total_bytes() > self.watch.output_bytes as u64
     }
 
     fn sample_disk(&mut self) {
