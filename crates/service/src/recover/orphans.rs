@@ -66,9 +66,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ours = dir.path().join("sandboxes");
         // Stand-ins with the command line a service's child has: sh -c 'sleep' with $0 and args.
+        // `; :` keeps dash from exec'ing sleep in its place, which would replace the command line.
         let spawn = |state: &Path| {
             std::process::Command::new("sh")
-                .args(["-c", "sleep 30", "runbox", "--state-dir"])
+                .args(["-c", "sleep 30; :", "runbox", "--state-dir"])
                 .arg(state)
                 .args(["run", "--die-with-parent"])
                 .spawn()
