@@ -83,8 +83,12 @@ fn main() -> ExitCode {
         Command::Runtimes { json } => runtimes::main(&allowlist, &cli.cache_dir, json),
         Command::Doctor { json } => doctor::main(allowlist, cli.state_dir, json),
         Command::Serve(args) => {
-            let globals =
-                serve::Globals { state_dir: cli.state_dir, runtimes_dir: cli.runtimes_dir, images_dir: cli.images_dir };
+            let globals = serve::Globals {
+                state_dir: cli.state_dir,
+                cache_dir: cli.cache_dir,
+                runtimes_dir: cli.runtimes_dir,
+                images_dir: cli.images_dir,
+            };
             serve::main(args, allowlist, globals)
         }
         Command::Mcp => mcp::serve(allowlist, cli.state_dir),

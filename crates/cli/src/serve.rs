@@ -25,6 +25,7 @@ pub struct ServeArgs {
 /// Where the runs' allowlist came from, passed on to each `runbox run` the service starts.
 pub struct Globals {
     pub state_dir: PathBuf,
+    pub cache_dir: PathBuf,
     pub runtimes_dir: Option<PathBuf>,
     pub images_dir: Option<PathBuf>,
 }
@@ -35,7 +36,10 @@ pub fn main(args: ServeArgs, allowlist: Allowlist, globals: Globals) -> ExitCode
         Err(e) => return fail(&format!("find the runbox binary: {e}")),
     };
     let mut global_args: Vec<OsString> = Vec::new();
-    for (flag, value) in [("--runtimes-dir", &globals.runtimes_dir), ("--images-dir", &globals.images_dir)] {
+    let cache_dir = Some(globals.cache_dir.clone());
+    let dirs =
+        [("--cache-dir", &cache_dir), ("--runtimes-dir", &globals.runtimes_dir), ("--images-dir", &globals.images_dir)];
+    for (flag, value) in dirs {
         if let Some(dir) = value {
             // Absolute: the children run with another working directory in mind.
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -47,6 +51,7 @@ pub fn main(args: ServeArgs, allowlist: Allowlist, globals: Globals) -> ExitCode
         config_path: args.config,
         listen: args.listen,
         allowlist,
+        cache_dir: globals.cache_dir,
         runbox_exe,
         global_args,
     };

@@ -24,6 +24,7 @@ mod redact;
 mod run;
 mod shutdown;
 mod state;
+mod usable;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -55,9 +56,12 @@ pub struct ServeOptions {
     /// Overrides the configuration's `listen`.
     pub listen: Option<SocketAddr>,
     pub allowlist: Allowlist,
+    /// The runs' cache directory (`--cache-dir`: WASI runtimes' packages and compiled modules).
+    pub cache_dir: PathBuf,
     /// The runbox binary that runs each request (`runbox run`).
     pub runbox_exe: PathBuf,
-    /// Global flags for it (`--runtimes-dir`, `--images-dir`), so runs see the same allowlist.
+    /// Global flags for it (`--cache-dir`, `--runtimes-dir`, `--images-dir`), so runs see the same
+    /// allowlist and cache.
     pub global_args: Vec<OsString>,
 }
 
@@ -104,6 +108,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServiceError> {
             incoming_dir: layout.incoming.clone(),
         },
         allowlist: options.allowlist,
+        usability: usable::UsabilityCache::new(options.cache_dir),
         bounds: RequestBounds::default(),
         ledger,
         live: Default::default(),

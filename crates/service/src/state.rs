@@ -12,10 +12,12 @@ use crate::executor::Executor;
 use crate::ledger::Ledger;
 use crate::live::LiveRuns;
 use crate::metrics::Metrics;
+use crate::usable::UsabilityCache;
 
 pub struct App {
     pub config: ServiceConfig,
     pub allowlist: Allowlist,
+    pub usability: UsabilityCache,
     pub bounds: RequestBounds,
     pub ledger: Ledger,
     pub live: LiveRuns,

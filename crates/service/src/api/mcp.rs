@@ -58,7 +58,8 @@ async fn run_for(app: &SharedApp, tenant: &Arc<TenantPolicy>, request: RunReques
     app.admission.check_rate(&tenant.name).map_err(refused)?;
     let body = serde_json::to_vec(&request).map_err(|e| RunError::Failed(e.to_string()))?;
     let budget = app.admission.reserve_bytes((body.len() as u64).div_ceil(1024) * 1024).map_err(refused)?;
-    let (mut job, canonical) = run::prepare(&body, tenant, &app.allowlist, &app.bounds).map_err(refused)?;
+    let (mut job, canonical) =
+        run::prepare(&body, tenant, &app.allowlist, &app.bounds, &app.usability).map_err(refused)?;
     drop(body);
     job.request.budget = Some(budget);
     let fingerprint = app.ledger.fingerprint(&canonical);

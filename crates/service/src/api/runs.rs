@@ -30,7 +30,7 @@ pub async fn create(
     app.admission.check_rate(&caller.tenant.name).inspect_err(|e| app.metrics.refused(&e.body.code))?;
     let key = idempotency_key(&headers)?;
     let (body, budget) = super::body::read(body, &headers, &app.admission).await?;
-    let (mut job, canonical) = run::prepare(&body, &caller.tenant, &app.allowlist, &app.bounds)?;
+    let (mut job, canonical) = run::prepare(&body, &caller.tenant, &app.allowlist, &app.bounds, &app.usability)?;
     drop(body);
     job.request.budget = Some(budget);
     let fingerprint = app.ledger.fingerprint(&canonical);

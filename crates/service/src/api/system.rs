@@ -46,7 +46,7 @@ pub async fn runtimes(State(app): State<SharedApp>, caller: Caller) -> Json<Vec<
         .iter()
         .filter(|rt| caller.tenant.allows_runtime(&rt.id))
         .map(|rt| {
-            let (usable, unusable_reason) = match rt.usability() {
+            let (usable, unusable_reason) = match app.usability.of(&app.allowlist, &rt.id) {
                 Usability::Usable => (true, None),
                 Usability::Unusable(why) => (false, Some(why)),
             };

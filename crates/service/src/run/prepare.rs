@@ -5,6 +5,8 @@
 use runbox_contract::{RequestBounds, ResolvedLimits, RunRequest, RuntimeInfo};
 use runbox_runtimes::{Allowlist, Usability};
 
+use crate::usable::UsabilityCache;
+
 use super::policy;
 use crate::api::ApiError;
 use crate::config::TenantPolicy;
@@ -27,13 +29,14 @@ pub fn prepare(
     tenant: &TenantPolicy,
     allowlist: &Allowlist,
     bounds: &RequestBounds,
+    usability: &UsabilityCache,
 ) -> Result<(PreparedRun, Vec<u8>), ApiError> {
     let mut request = RunRequest::from_json(body)?;
     // Struct fields in order and maps sorted: the same request always serializes the same.
     let canonical = serde_json::to_vec(&request).expect("a request serializes");
     let runtime = runbox_plan::find_runtime(allowlist, &request.runtime)?;
     policy::apply(tenant, allowlist, &mut request, runtime)?;
-    if let Usability::Unusable(why) = runtime.usability() {
+    if let Usability::Unusable(why) = usability.of(allowlist, &runtime.id) {
         return Err(ApiError::unprocessable(
             "runtime",
             format!(
