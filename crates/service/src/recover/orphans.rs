@@ -65,19 +65,29 @@ mod tests {
     async fn finds_and_stops_processes_of_this_state_dir_only() {
         let dir = tempfile::tempdir().unwrap();
         let ours = dir.path().join("sandboxes");
-        // Stand-ins with the command line a service's child has: sh -c 'sleep' with $0 and args.
-        // `; :` keeps dash from exec'ing sleep in its place, which would replace the command line.
+        // Stand-ins with the command line a service's child has: `sh -c 'read x' runbox --state-dir
+        // DIR run --die-with-parent`. `read` is a builtin waiting on a pipe, so the shell never
+        // forks (a forked child shows the same command line until it execs) nor execs.
         let spawn = |state: &Path| {
             std::process::Command::new("sh")
-                .args(["-c", "sleep 30; :", "runbox", "--state-dir"])
+                .args(["-c", "read x", "runbox", "--state-dir"])
                 .arg(state)
                 .args(["run", "--die-with-parent"])
+                .stdin(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         };
         let mut mine = spawn(&ours);
         let mut other = spawn(&dir.path().join("elsewhere"));
-        let found = find(&ours);
+        // Until the shell has exec'd, /proc shows the test's own command line.
+        let begun = std::time::Instant::now();
+        let found = loop {
+            let found = find(&ours);
+            if !found.is_empty() || begun.elapsed() > Duration::from_secs(10) {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
         assert_eq!(found, vec![mine.id() as i32]);
         let killed = stop(&found, Duration::from_secs(5)).await;
         assert!(killed.is_empty(), "sh ends on SIGTERM");
