@@ -79,16 +79,10 @@ impl Runbox {
 
     /// `rb.run`, with extra `runbox run` flags.
     pub fn run_with_args(&self, request: &Value, args: &[&str]) -> Ran {
-        let mut cmd = self.json_run_command();
-        cmd.args(args);
-        let mut child = cmd.spawn().expect("spawn runbox");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(&serde_json::to_vec(request).expect("json"))
-            .expect("write request");
-        parse(child.wait_with_output().expect("wait runbox"))
+        self.spawn_run(request, |cmd| {
+            cmd.args(args);
+        })
+        .wait()
     }
 
     /// Same, with raw bytes as the request body (for malformed-input tests). The body is

@@ -57,7 +57,35 @@ impl ResolvedLimits {
     }
 }
 
+/// The field named `name` (one of the names `fields()` gives) of a limits struct.
+macro_rules! field_by_name {
+    ($limits:expr, $name:expr) => {
+        match $name {
+            "wall_time_ms" => &mut $limits.wall_time_ms,
+            "cpu_time_ms" => &mut $limits.cpu_time_ms,
+            "memory_bytes" => &mut $limits.memory_bytes,
+            "processes" => &mut $limits.processes,
+            "disk_bytes" => &mut $limits.disk_bytes,
+            "output_bytes" => &mut $limits.output_bytes,
+            "open_files" => &mut $limits.open_files,
+            other => panic!("unknown limit field {other}"),
+        }
+    };
+}
+
+impl ResolvedLimits {
+    /// The field called `name`; panics on a name `fields()` does not give.
+    pub fn field_mut(&mut self, name: &str) -> &mut u64 {
+        field_by_name!(self, name)
+    }
+}
+
 impl Limits {
+    /// The field called `name`; panics on a name `fields()` does not give.
+    pub fn field_mut(&mut self, name: &str) -> &mut Option<u64> {
+        field_by_name!(self, name)
+    }
+
     /// Each requested field by its public name.
     pub fn fields(&self) -> [(&'static str, Option<u64>); 7] {
         [

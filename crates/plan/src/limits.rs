@@ -20,7 +20,7 @@ pub fn resolve_limits(requested: &Limits, runtime: &Runtime) -> Result<ResolvedL
                 format!("{value} is above the maximum of runtime {:?}; ask for at most {maximum}", runtime.id),
             ));
         }
-        *field_mut(&mut resolved, name) = value;
+        *resolved.field_mut(name) = value;
     }
     Ok(resolved)
 }
@@ -34,18 +34,5 @@ fn minimum_of(name: &str) -> u64 {
         "disk_bytes" => 64 << 10,
         "open_files" => 8,
         _ => 1,
-    }
-}
-
-fn field_mut<'a>(limits: &'a mut ResolvedLimits, name: &str) -> &'a mut u64 {
-    match name {
-        "wall_time_ms" => &mut limits.wall_time_ms,
-        "cpu_time_ms" => &mut limits.cpu_time_ms,
-        "memory_bytes" => &mut limits.memory_bytes,
-        "processes" => &mut limits.processes,
-        "disk_bytes" => &mut limits.disk_bytes,
-        "output_bytes" => &mut limits.output_bytes,
-        "open_files" => &mut limits.open_files,
-        other => unreachable!("unknown limit field {other}"),
     }
 }

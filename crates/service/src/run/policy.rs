@@ -27,7 +27,7 @@ pub fn apply(
     let defaults = runtime.default_limits.fields();
     for (i, (name, ceiling)) in ceilings.into_iter().enumerate() {
         let Some(ceiling) = ceiling else { continue };
-        let slot = limit_mut(&mut request.limits, name);
+        let slot = request.limits.field_mut(name);
         match *slot {
             Some(value) if value > ceiling => {
                 return Err(ApiError::forbidden(
@@ -52,41 +52,15 @@ pub fn effective_limits(
     let mut requested = Limits::default();
     for (name, ceiling) in tenant.max_limits.fields() {
         let Some(ceiling) = ceiling else { continue };
-        *limit_mut(&mut requested, name) = Some(ceiling);
+        *requested.field_mut(name) = Some(ceiling);
     }
     for (name, ceiling) in requested.fields() {
         let Some(ceiling) = ceiling else { continue };
-        let (d, m) = (resolved_mut(&mut defaults, name), resolved_mut(&mut maxima, name));
+        let (d, m) = (defaults.field_mut(name), maxima.field_mut(name));
         *d = (*d).min(ceiling);
         *m = (*m).min(ceiling);
     }
     (defaults, maxima)
-}
-
-fn limit_mut<'a>(limits: &'a mut Limits, name: &str) -> &'a mut Option<u64> {
-    match name {
-        "wall_time_ms" => &mut limits.wall_time_ms,
-        "cpu_time_ms" => &mut limits.cpu_time_ms,
-        "memory_bytes" => &mut limits.memory_bytes,
-        "processes" => &mut limits.processes,
-        "disk_bytes" => &mut limits.disk_bytes,
-        "output_bytes" => &mut limits.output_bytes,
-        "open_files" => &mut limits.open_files,
-        other => unreachable!("unknown limit field {other}"),
-    }
-}
-
-fn resolved_mut<'a>(limits: &'a mut runbox_contract::ResolvedLimits, name: &str) -> &'a mut u64 {
-    match name {
-        "wall_time_ms" => &mut limits.wall_time_ms,
-        "cpu_time_ms" => &mut limits.cpu_time_ms,
-        "memory_bytes" => &mut limits.memory_bytes,
-        "processes" => &mut limits.processes,
-        "disk_bytes" => &mut limits.disk_bytes,
-        "output_bytes" => &mut limits.output_bytes,
-        "open_files" => &mut limits.open_files,
-        other => unreachable!("unknown limit field {other}"),
-    }
 }
 
 #[cfg(test)]
